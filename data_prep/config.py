@@ -1,0 +1,73 @@
+"""Ingest settings, checked before any work starts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from data_prep.image_validation import ImageLimits
+
+
+class ConfigError(ValueError):
+    """A setting is invalid; the message starts with the field's name."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestConfig:
+    """How raw images become a dataset.
+
+    Attributes:
+      input: a folder of class folders, or a .csv/.jsonl manifest (local path or any Beam URI).
+      eval_fraction: share of images hashed into the eval split (manifest splits take precedence).
+      test_fraction: share hashed into an optional test split; 0 means no test split.
+      target_shard_bytes: shards are balanced so none is much above this size.
+      max_reject_fraction: the run fails when more than this share of the image files found are
+        rejected for a defect (duplicates are reported but do not count).
+      files_per_bundle: files handled per Beam element; large enough to amortize Beam's per-element
+        cost, small enough to spread over every worker.
+      limits: per-image checks and encoding choices.
+    """
+
+    input: str
+    eval_fraction: float = 0.2
+    test_fraction: float = 0.0
+    target_shard_bytes: int = 100 * 1024 * 1024
+    max_reject_fraction: float = 0.1
+    files_per_bundle: int = 64
+    limits: ImageLimits = ImageLimits()
+
+    def validate(self) -> IngestConfig:
+        if not self.input:
+            raise ConfigError("input", "is empty; give a folder of class folders or a manifest")
+        for name in ("eval_fraction", "test_fraction", "max_reject_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(name, f"{value} is not between 0 and 1")
+        if self.eval_fraction + self.test_fraction >= 1.0:
+            raise ConfigError(
+                "eval_fraction",
+                f"eval_fraction + test_fraction = {self.eval_fraction + self.test_fraction} "
+                "leaves nothing to train on",
+            )
+        if self.target_shard_bytes < 1024 * 1024:
+            raise ConfigError("target_shard_bytes", f"{self.target_shard_bytes} is below 1 MiB")
+        if self.files_per_bundle < 1:
+            raise ConfigError("files_per_bundle", f"{self.files_per_bundle} is below 1")
+        limits = self.limits
+        if limits.max_file_bytes < 1:
+            raise ConfigError("limits.max_file_bytes", f"{limits.max_file_bytes} is below 1")
+        if limits.max_pixels < 1:
+            raise ConfigError("limits.max_pixels", f"{limits.max_pixels} is below 1")
+        if limits.max_side is not None and limits.max_side < 16:
+            raise ConfigError("limits.max_side", f"{limits.max_side} is below 16 pixels")
+        if not 1 <= limits.jpeg_quality <= 100:
+            raise ConfigError("limits.jpeg_quality", f"{limits.jpeg_quality} is not in 1..100")
+        return self
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        fractions = {"train": 1.0, "eval": self.eval_fraction, "test": self.test_fraction}
+        return tuple(split for split, fraction in fractions.items() if fraction > 0)

@@ -1,0 +1,183 @@
+"""Checks one file's bytes and brings the image to the one form training can decode with tf.io.
+
+Every outcome is explicit: an `Accepted` image (8-bit RGB JPEG or PNG, upright) or a `Rejected`
+one with a reason. The original bytes are kept whenever they already satisfy the contract, so a
+JPEG is never compressed twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import warnings
+
+import numpy as np
+from PIL import Image, ImageOps
+
+# Formats we decode (identified from the bytes, never from the file name).
+DECODABLE_FORMATS = ("JPEG", "PNG", "GIF", "BMP", "TIFF", "WEBP", "AVIF", "JPEG2000", "PPM", "ICO")
+_JPEG_FAMILY = ("JPEG", "MPO")
+_EXIF_ORIENTATION = 0x0112
+# Transparent pixels are composited on white, as a viewer shows them.
+_BACKGROUND = (255, 255, 255)
+
+
+class Reason:
+    """Why a file was rejected; the ingest report counts files per reason."""
+
+    EMPTY = "empty"
+    NOT_AN_IMAGE = "not_an_image"
+    FILE_TOO_LARGE = "file_too_large"
+    TOO_MANY_PIXELS = "too_many_pixels"
+    TRUNCATED = "truncated"
+    CORRUPT = "corrupt"
+    UNSUPPORTED_MODE = "unsupported_mode"
+    UNREADABLE = "unreadable"
+    NO_LABEL = "no_label"
+    DUPLICATE = "duplicate"
+    CONFLICTING_LABEL = "conflicting_label"
+    CHANGED_DURING_INGEST = "changed_during_ingest"
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageLimits:
+    """Per-image limits and encoding choices.
+
+    Attributes:
+      max_file_bytes: files larger than this are refused without being decoded.
+      max_pixels: decompression-bomb guard, checked on the header's width x height.
+      max_side: when set, larger images are downscaled so their longer side equals it.
+      jpeg_quality: quality used when a JPEG source has to be re-encoded.
+    """
+
+    max_file_bytes: int = 64 * 1024 * 1024
+    max_pixels: int = 64_000_000
+    max_side: int | None = None
+    jpeg_quality: int = 95
+
+
+@dataclasses.dataclass(frozen=True)
+class Accepted:
+    encoded: bytes
+    image_format: str  # "jpeg" or "png"
+    height: int
+    width: int
+    source_format: str  # as identified from the bytes, e.g. "WEBP"
+    conversions: tuple[str, ...]  # empty when the original bytes were kept
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejected:
+    reason: str
+    detail: str
+
+
+def _open(data: bytes) -> Image.Image:
+    """Opens lazily (header only); Pillow registers its optional plugins on first use."""
+    Image.init()
+    return Image.open(io.BytesIO(data), formats=DECODABLE_FORMATS)
+
+
+def identify_format(data: bytes) -> str | None:
+    """Returns the image format named by the bytes' header, or None if they are not an image."""
+    try:
+        with _open(data) as image:
+            return image.format
+    except Exception:  # noqa: BLE001  Pillow raises many types for non-images
+        return None
+
+
+def validate_image(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
+    """Validates and normalizes one image file's bytes."""
+    if not data:
+        return Rejected(Reason.EMPTY, "file is empty")
+    if len(data) > limits.max_file_bytes:
+        return Rejected(
+            Reason.FILE_TOO_LARGE, f"{len(data)} bytes > max_file_bytes {limits.max_file_bytes}"
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pillow's bomb and EXIF warnings: we decide ourselves
+        try:
+            image = _open(data)
+        except Image.DecompressionBombError as error:
+            return Rejected(Reason.TOO_MANY_PIXELS, str(error))
+        except Exception as error:  # noqa: BLE001
+            if "truncat" in str(error).lower():
+                return Rejected(Reason.TRUNCATED, f"header cut short ({error})")
+            return Rejected(Reason.NOT_AN_IMAGE, "no known image format in the file's header")
+        with image:
+            width, height = image.size
+            if width * height > limits.max_pixels:
+                return Rejected(
+                    Reason.TOO_MANY_PIXELS,
+                    f"{width}x{height} = {width * height} pixels > max_pixels {limits.max_pixels}",
+                )
+            try:
+                image.load()
+            except Exception as error:  # noqa: BLE001
+                reason = Reason.TRUNCATED if "truncat" in str(error).lower() else Reason.CORRUPT
+                return Rejected(reason, f"{image.format} decode failed: {error}")
+            return _normalize(data, image, limits)
+
+
+def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted | Rejected:
+    source_format = image.format
+    conversions = []
+    orientation = image.getexif().get(_EXIF_ORIENTATION, 1)
+    if orientation not in (1, None):
+        image = ImageOps.exif_transpose(image)
+        conversions.append("exif_orientation")
+    rgb = _to_rgb(image)
+    if rgb is None:
+        return Rejected(Reason.UNSUPPORTED_MODE, f"pixel mode {image.mode} has no RGB meaning")
+    if rgb is not image:
+        conversions.append(f"mode_{image.mode}_to_rgb")
+    if limits.max_side and max(rgb.size) > limits.max_side:
+        rgb = ImageOps.contain(rgb, (limits.max_side, limits.max_side), Image.Resampling.LANCZOS)
+        conversions.append("downscale")
+    width, height = rgb.size
+    if not conversions and _is_contract_format(data, source_format):
+        fmt = "jpeg" if source_format in _JPEG_FAMILY else "png"
+        return Accepted(data, fmt, height, width, source_format, ())
+    if source_format in _JPEG_FAMILY:
+        buffer = io.BytesIO()
+        rgb.save(buffer, format="JPEG", quality=limits.jpeg_quality)
+        fmt = "jpeg"
+    else:  # lossless (or unknown-loss) sources become PNG so their pixels survive exactly
+        buffer = io.BytesIO()
+        rgb.save(buffer, format="PNG", compress_level=1)
+        fmt = "png"
+    if source_format not in ("JPEG", "PNG"):
+        conversions.append(f"format_{source_format.lower()}_to_{fmt}")
+    return Accepted(buffer.getvalue(), fmt, height, width, source_format, tuple(conversions))
+
+
+def _is_contract_format(data: bytes, source_format: str) -> bool:
+    """True when the original bytes are already an 8-bit RGB JPEG or PNG."""
+    if source_format in _JPEG_FAMILY:
+        return True  # mode was RGB (checked by the caller); MPO's first frame is a plain JPEG
+    if source_format == "PNG":
+        bit_depth, color_type = data[24], data[25]  # IHDR fields at fixed offsets
+        return bit_depth == 8 and color_type == 2
+    return False
+
+
+def _to_rgb(image: Image.Image) -> Image.Image | None:
+    """Converts any pixel mode to 8-bit RGB; returns the input itself when it already is."""
+    mode = image.mode
+    if mode == "RGB":
+        return image
+    if mode in ("RGBA", "LA", "PA", "La", "RGBa") or (
+        mode == "P" and "transparency" in image.info
+    ):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, _BACKGROUND + (255,))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    if mode.startswith("I;16") or mode == "I":
+        # 16-bit (or 32-bit int) grayscale: scale to 8 bits instead of clipping at 255.
+        pixels = np.asarray(image, dtype=np.float64)
+        eight_bit = np.clip(np.round(pixels / 257.0), 0, 255).astype(np.uint8)
+        return Image.fromarray(eight_bit, mode="L").convert("RGB")
+    if mode == "F":
+        return None
+    return image.convert("RGB")

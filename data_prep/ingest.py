@@ -1,0 +1,177 @@
+"""The ingest job: a Beam pipeline from listed files to shards, label map and ingest report.
+
+Two passes keep it fast and memory-flat on any runner: bundles of files are inspected in
+parallel (one Beam element per bundle, so Beam's per-element cost is paid per bundle, not per
+image); one small plan decides dedupe, splits and shards; then each shard is written by one worker
+that re-reads its files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from data_prep.config import IngestConfig
+from data_prep.inspection import inspect_source
+from data_prep.plan import IngestPlan, build_plan
+from data_prep.shards import write_shard
+from data_prep.sources import SourceFile, list_sources
+
+LOGGER = logging.getLogger(__name__)
+# One worker process per core on the local DirectRunner; any --runner given by the user wins.
+DEFAULT_BEAM_ARGS = (
+    "--runner=DirectRunner",
+    "--direct_running_mode=multi_processing",
+    "--direct_num_workers=0",
+)
+
+
+class IngestFailed(RuntimeError):
+    """Too many rejects or an unusable dataset; the report says which files and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestOutputs:
+    examples_dir: str  # Split-<name>/ folders of gzip TFRecord shards
+    label_map_path: str
+    report_path: str
+
+    @classmethod
+    def under(cls, output_dir: str) -> IngestOutputs:
+        return cls(
+            output_dir,
+            FileSystems.join(output_dir, "label_map.json"),
+            FileSystems.join(output_dir, "ingest_report.json"),
+        )
+
+
+class _InspectBundle(beam.DoFn):
+    """Inspects a bundle of files and logs progress, so a long ingest is visibly moving."""
+
+    def __init__(self, limits):
+        self._limits = limits
+
+    def setup(self):
+        self._started, self._done = time.monotonic(), 0
+
+    def process(self, bundle: list[SourceFile]):
+        outcomes = [inspect_source(source, self._limits) for source in bundle]
+        self._done += len(bundle)
+        elapsed = time.monotonic() - self._started
+        LOGGER.info(
+            "ingest worker %d: %d files inspected, %.0f files/s",
+            os.getpid(),
+            self._done,
+            self._done / max(elapsed, 1e-9),
+        )
+        yield outcomes
+
+
+class _ConcatLists(beam.CombineFn):
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, accumulator, element):
+        accumulator.extend(element)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        return [item for accumulator in accumulators for item in accumulator]
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+def _write(spec, plan: IngestPlan, config: IngestConfig, outputs: IngestOutputs) -> dict:
+    label_names = {label_id: name for name, label_id in plan.label_map.items()}
+    return write_shard(spec, label_names, config.limits, outputs.examples_dir)
+
+
+def _finish(shard_results, plan: IngestPlan, outputs: IngestOutputs) -> dict:
+    report = dict(plan.report)
+    report["status"] = "failed" if plan.failure else "ok"
+    report["failure"] = plan.failure
+    report["shards"] = sorted(shard_results, key=lambda result: result["path"])
+    _write_json(outputs.report_path, report)
+    if not plan.failure:
+        _write_json(outputs.label_map_path, plan.label_map)
+    return report
+
+
+def _write_json(path: str, value) -> None:
+    with FileSystems.create(path) as handle:
+        handle.write(json.dumps(value, indent=2, sort_keys=True).encode())
+
+
+class IngestImages(beam.PTransform):
+    """Files -> gzip TFRecord shards + label map + report; outputs one element: the report."""
+
+    def __init__(self, sources: list[SourceFile], config: IngestConfig, outputs: IngestOutputs):
+        super().__init__()
+        self._sources, self._config, self._outputs = sources, config, outputs
+
+    def expand(self, pbegin):
+        size = self._config.files_per_bundle
+        bundles = [self._sources[i : i + size] for i in range(0, len(self._sources), size)]
+        plan = (
+            pbegin
+            | "Bundles" >> beam.Create(bundles)
+            | "SpreadBundles" >> beam.Reshuffle()
+            | "Inspect" >> beam.ParDo(_InspectBundle(self._config.limits))
+            | "AllOutcomes" >> beam.CombineGlobally(_ConcatLists())
+            | "Plan" >> beam.Map(build_plan, self._config)
+        )
+        plan_view = beam.pvalue.AsSingleton(plan)
+        return (
+            plan
+            | "Shards" >> beam.FlatMap(lambda p: () if p.failure else p.shards)
+            | "SpreadShards" >> beam.Reshuffle()
+            | "WriteShards" >> beam.Map(_write, plan_view, self._config, self._outputs)
+            | "ShardResults" >> beam.combiners.ToList()
+            | "Report" >> beam.Map(_finish, plan_view, self._outputs)
+        )
+
+
+def clear_previous_output(outputs: IngestOutputs) -> None:
+    """Removes shards and files of an earlier run so stale shards can never mix into this one."""
+    stale = [
+        metadata.path
+        for metadata in FileSystems.match([FileSystems.join(outputs.examples_dir, "Split-*/*")])[
+            0
+        ].metadata_list
+    ] + [path for path in (outputs.label_map_path, outputs.report_path) if FileSystems.exists(path)]
+    if stale:
+        FileSystems.delete(stale)
+
+
+def run_ingest(
+    config: IngestConfig, outputs: IngestOutputs, beam_args: list[str] | None = None
+) -> dict:
+    """Validates the config, lists the input, runs the Beam job; returns the ingest report.
+
+    Raises IngestFailed (after writing the report) when the data cannot make a usable dataset.
+    """
+    config.validate()
+    sources = list_sources(config.input)
+    LOGGER.info("ingest: %d files found under %s", len(sources), config.input)
+    clear_previous_output(outputs)
+    options = PipelineOptions([*DEFAULT_BEAM_ARGS, *(beam_args or [])])
+    started = time.monotonic()
+    with beam.Pipeline(options=options) as pipeline:
+        _ = pipeline | "IngestImages" >> IngestImages(sources, config, outputs)
+    elapsed = time.monotonic() - started
+    with FileSystems.open(outputs.report_path) as handle:
+        report = json.load(handle)
+    LOGGER.info(
+        "ingest: %d files in %.1f s (%.0f files/s)", len(sources), elapsed, len(sources) / elapsed
+    )
+    if report["failure"]:
+        raise IngestFailed(f"{report['failure']} (report: {outputs.report_path})")
+    return report

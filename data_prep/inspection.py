@@ -1,0 +1,73 @@
+"""First pass over one file: read it, validate it, and record the outcome without keeping pixels.
+
+The outcome is small (hash, sizes, reason), so a whole dataset's outcomes fit on one worker for
+planning, while the image bytes are read again only by the worker that writes their shard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from data_prep.image_validation import (
+    Accepted,
+    ImageLimits,
+    Reason,
+    identify_format,
+    validate_image,
+)
+from data_prep.sources import SourceFile
+
+ACCEPTED, REJECTED, IGNORED = "accepted", "rejected", "ignored"
+
+
+@dataclasses.dataclass(frozen=True)
+class FileOutcome:
+    source: SourceFile
+    status: str  # ACCEPTED, REJECTED or IGNORED
+    reason: str = ""
+    detail: str = ""
+    sha256: str = ""
+    encoded_size: int = 0  # bytes the Example will carry
+    source_format: str = ""
+    conversions: tuple[str, ...] = ()
+
+
+def read_source(source: SourceFile, limit: int) -> bytes:
+    """Reads at most limit bytes; files on every Beam filesystem, never auto-decompressed."""
+    with FileSystems.open(source.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        return handle.read(limit)
+
+
+def inspect_source(source: SourceFile, limits: ImageLimits) -> FileOutcome:
+    """Classifies one file as accepted, rejected (with a reason) or ignored (not an image file)."""
+    try:
+        data = read_source(source, limits.max_file_bytes + 1)
+    except Exception as error:  # noqa: BLE001  each filesystem raises its own type
+        return FileOutcome(source, REJECTED, Reason.UNREADABLE, str(error))
+    result = validate_image(data, limits)
+    if isinstance(result, Accepted):
+        if source.label is None:
+            return FileOutcome(
+                source, REJECTED, Reason.NO_LABEL, "image is not inside a class folder"
+            )
+        return FileOutcome(
+            source,
+            ACCEPTED,
+            sha256=hashlib.sha256(data).hexdigest(),
+            encoded_size=len(result.encoded),
+            source_format=result.source_format,
+            conversions=result.conversions,
+        )
+    if not source.has_image_extension and _is_not_image(data, result.reason):
+        return FileOutcome(source, IGNORED, detail="not an image file")
+    return FileOutcome(source, REJECTED, result.reason, result.detail)
+
+
+def _is_not_image(data: bytes, reason: str) -> bool:
+    if reason in (Reason.EMPTY, Reason.NOT_AN_IMAGE):
+        return True
+    return reason == Reason.FILE_TOO_LARGE and identify_format(data) is None
