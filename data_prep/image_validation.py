@@ -167,9 +167,7 @@ def _to_rgb(image: Image.Image) -> Image.Image | None:
     mode = image.mode
     if mode == "RGB":
         return image
-    if mode in ("RGBA", "LA", "PA", "La", "RGBa") or (
-        mode == "P" and "transparency" in image.info
-    ):
+    if mode in ("RGBA", "LA", "PA", "La", "RGBa") or (mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         background = Image.new("RGBA", rgba.size, _BACKGROUND + (255,))
         return Image.alpha_composite(background, rgba).convert("RGB")

@@ -32,8 +32,11 @@ class FileOutcome:
     detail: str = ""
     sha256: str = ""
     encoded_size: int = 0  # bytes the Example will carry
+    image_format: str = ""  # of the encoded image: "jpeg" or "png"
+    height: int = 0
+    width: int = 0
     source_format: str = ""
-    conversions: tuple[str, ...] = ()
+    conversions: tuple[str, ...] = ()  # empty: the original bytes are the encoded image
 
 
 def read_source(source: SourceFile, limit: int) -> bytes:
@@ -59,6 +62,9 @@ def inspect_source(source: SourceFile, limits: ImageLimits) -> FileOutcome:
             ACCEPTED,
             sha256=hashlib.sha256(data).hexdigest(),
             encoded_size=len(result.encoded),
+            image_format=result.image_format,
+            height=result.height,
+            width=result.width,
             source_format=result.source_format,
             conversions=result.conversions,
         )

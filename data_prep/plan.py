@@ -26,6 +26,10 @@ class PlannedExample:
     source: SourceFile
     sha256: str
     label_id: int
+    image_format: str
+    height: int
+    width: int
+    keeps_original_bytes: bool  # then the writer needs no second decode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +128,15 @@ def _pack_shards(
     members = [[] for _ in range(count)]
     for position, outcome in enumerate(ordered):
         members[position % count].append(
-            PlannedExample(outcome.source, outcome.sha256, label_map[outcome.source.label])
+            PlannedExample(
+                outcome.source,
+                outcome.sha256,
+                label_map[outcome.source.label],
+                outcome.image_format,
+                outcome.height,
+                outcome.width,
+                keeps_original_bytes=not outcome.conversions,
+            )
         )
     return [ShardSpec(split, i, count, tuple(examples)) for i, examples in enumerate(members)]
 
@@ -135,7 +147,9 @@ def _report(final, by_split, label_map, config) -> dict:
     for split, outcomes in by_split.items():
         for outcome in outcomes:
             per_class[outcome.source.label][split] += 1
-    conversions = collections.Counter(c for o in final if o.status == ACCEPTED for c in o.conversions)
+    conversions = collections.Counter(
+        c for o in final if o.status == ACCEPTED for c in o.conversions
+    )
     return {
         "input": config.input,
         "totals": {

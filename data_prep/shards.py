@@ -1,7 +1,8 @@
 """Second pass: re-reads the planned files of one shard and writes them as a gzip TFRecord file.
 
 Reading again (instead of carrying image bytes through Beam's shuffle) keeps every worker's memory
-bounded by one image, whatever the dataset's size.
+bounded by one image, whatever the dataset's size. Files kept as they are (most photos) are not
+decoded again: their unchanged hash proves they are the bytes that passed validation.
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ class IngestError(RuntimeError):
     """The data changed under the job or cannot be written; the run stops."""
 
 
-def write_shard(spec: ShardSpec, label_names: dict[int, str], limits: ImageLimits,
-                examples_dir: str) -> dict:
+def write_shard(
+    spec: ShardSpec, label_names: dict[int, str], limits: ImageLimits, examples_dir: str
+) -> dict:
     """Writes one shard; returns its path, split, example count and size in bytes."""
     destination = FileSystems.join(examples_dir, spec.relative_path)
     records = (
-        _example(planned, label_names[planned.label_id], limits).SerializeToString()
+        _example(planned, label_names[planned.label_id], limits).SerializeToString(
+            deterministic=True
+        )
         for planned in spec.examples
     )
     scheme = destination.split("://")[0] if "://" in destination else ""
@@ -68,14 +72,28 @@ def _example(planned, label_name: str, limits: ImageLimits) -> tf.train.Example:
     data = read_source(source, limits.max_file_bytes + 1)
     if hashlib.sha256(data).hexdigest() != planned.sha256:
         raise IngestError(f"{Reason.CHANGED_DURING_INGEST}: {source.path} changed while ingesting")
-    image = validate_image(data, limits)
-    if not isinstance(image, Accepted):  # the bytes are unchanged, so this is a bug, not bad data
-        raise IngestError(f"{source.path} passed inspection but now fails: {image}")
+    if planned.keeps_original_bytes:
+        encoded, image_format, height, width = (
+            data,
+            planned.image_format,
+            planned.height,
+            planned.width,
+        )
+    else:
+        image = validate_image(data, limits)
+        if not isinstance(image, Accepted):  # unchanged bytes: a bug, not bad data
+            raise IngestError(f"{source.path} passed inspection but now fails: {image}")
+        encoded, image_format, height, width = (
+            image.encoded,
+            image.image_format,
+            image.height,
+            image.width,
+        )
     return features.make_example(
-        encoded=image.encoded,
-        image_format=image.image_format,
-        height=image.height,
-        width=image.width,
+        encoded=encoded,
+        image_format=image_format,
+        height=height,
+        width=width,
         label=planned.label_id,
         label_name=label_name,
         source_path=source.relative_path,

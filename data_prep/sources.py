@@ -1,4 +1,4 @@
-"""Finds the files to ingest: a tree of class folders or a CSV/JSONL manifest, on any Beam filesystem.
+"""Finds the files to ingest: class folders or a CSV/JSONL manifest, on any Beam filesystem.
 
 Listing runs once, on the driver, and yields paths and labels only (no image bytes), so it is cheap
 even for millions of files and works for local paths, gs:// and s3:// alike.
@@ -65,14 +65,16 @@ def list_class_folders(root: str) -> list[SourceFile]:
 
 
 def read_manifest(manifest_path: str) -> list[SourceFile]:
-    """Reads `path,label[,split]` rows; relative paths are resolved against the manifest's folder."""
+    """Reads `path,label[,split]` rows; relative paths resolve against the manifest's folder."""
     try:
         with FileSystems.open(manifest_path) as handle:
             text = handle.read().decode("utf-8")
     except Exception as error:  # noqa: BLE001
         raise SourceError(f"cannot read manifest {manifest_path!r}: {error}") from error
-    rows = _parse_jsonl(text, manifest_path) if manifest_path.endswith(".jsonl") else _parse_csv(
-        text, manifest_path
+    rows = (
+        _parse_jsonl(text, manifest_path)
+        if manifest_path.endswith(".jsonl")
+        else _parse_csv(text, manifest_path)
     )
     base = posixpath.dirname(manifest_path)
     sources, seen = [], set()

@@ -57,7 +57,8 @@ def _add_prep(subparsers) -> None:
         "prep",
         help="raw images -> validated, deduplicated, sharded TFRecords (Apache Beam)",
         description=(
-            "Ingests a folder of class folders (class = first-level folder) or a CSV/JSONL manifest "
+            "Ingests a folder of class folders (class = first-level folder) or a CSV/JSONL "
+            "manifest "
             "(columns path,label[,split]) into gzip TFRecord shards under OUTPUT/Split-<split>/, "
             "with OUTPUT/label_map.json and OUTPUT/ingest_report.json, which accounts for every "
             "file as accepted, rejected (with a reason) or ignored. Arguments after '--' go to "
@@ -70,22 +71,30 @@ def _add_prep(subparsers) -> None:
     parser.add_argument("--eval-fraction", type=float, default=defaults.eval_fraction)
     parser.add_argument("--test-fraction", type=float, default=defaults.test_fraction)
     parser.add_argument(
-        "--shard-size", type=parse_size, default=defaults.target_shard_bytes,
+        "--shard-size",
+        type=parse_size,
+        default=defaults.target_shard_bytes,
         help="target shard size, e.g. 100MB (default: %(default)s bytes)",
     )
     parser.add_argument(
-        "--max-reject-fraction", type=float, default=defaults.max_reject_fraction,
+        "--max-reject-fraction",
+        type=float,
+        default=defaults.max_reject_fraction,
         help="fail when more than this share of image files is rejected (default: %(default)s)",
     )
     parser.add_argument(
         "--max-side", type=int, default=None, help="downscale images whose longer side is larger"
     )
     parser.add_argument(
-        "--max-pixels", type=int, default=limits.max_pixels,
+        "--max-pixels",
+        type=int,
+        default=limits.max_pixels,
         help="refuse images with more pixels, from the header (default: %(default)s)",
     )
     parser.add_argument(
-        "--max-file-size", type=parse_size, default=limits.max_file_bytes,
+        "--max-file-size",
+        type=parse_size,
+        default=limits.max_file_bytes,
         help="refuse larger files unread (default: %(default)s bytes)",
     )
     parser.add_argument("--files-per-bundle", type=int, default=defaults.files_per_bundle)
@@ -121,10 +130,14 @@ def _run_prep(args, beam_args: list[str]) -> int:
         f"{totals['found']} files: {totals['accepted']} accepted, {totals['rejected']} rejected, "
         f"{totals['ignored']} ignored"
     )
-    print(f"per split: {report['accepted_per_split']}; rejected by reason: "
-          f"{report['rejected_per_reason'] or 'none'}")
-    print(f"{len(report['shards'])} shards under {outputs.examples_dir}; "
-          f"report: {outputs.report_path}; label map: {outputs.label_map_path}")
+    print(
+        f"per split: {report['accepted_per_split']}; rejected by reason: "
+        f"{report['rejected_per_reason'] or 'none'}"
+    )
+    print(
+        f"{len(report['shards'])} shards under {outputs.examples_dir}; "
+        f"report: {outputs.report_path}; label map: {outputs.label_map_path}"
+    )
     return 0
 
 
@@ -151,8 +164,10 @@ def _run_default_data(args, beam_args: list[str]) -> int:
     except ValueError as error:
         print(f"imgpipe default-data: error: {error}", file=sys.stderr)
         return 2
-    print(f"default dataset: {sum(counts.values())} images in {len(counts)} classes "
-          f"under {args.output}")
+    print(
+        f"default dataset: {sum(counts.values())} images in {len(counts)} classes "
+        f"under {args.output}"
+    )
     return 0
 
 

@@ -1,0 +1,187 @@
+import io
+import struct
+import zlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from data_prep.image_validation import (
+    Accepted,
+    ImageLimits,
+    Reason,
+    Rejected,
+    identify_format,
+    validate_image,
+)
+from tests.data_prep import image_files
+
+LIMITS = ImageLimits()
+
+
+def decode(accepted: Accepted) -> np.ndarray:
+    """Decodes exactly as the trainer will."""
+    image = tf.io.decode_image(accepted.encoded, channels=3, expand_animations=False)
+    return image.numpy()
+
+
+def test_rgb_jpeg_keeps_original_bytes():
+    data = image_files.jpeg()
+    result = validate_image(data, LIMITS)
+    assert isinstance(result, Accepted)
+    assert result.encoded == data
+    assert (result.image_format, result.height, result.width) == ("jpeg", 24, 32)
+    assert result.conversions == ()
+
+
+def test_rgb_png_keeps_original_bytes_and_exact_pixels():
+    data = image_files.png()
+    result = validate_image(data, LIMITS)
+    assert result.encoded == data
+    np.testing.assert_array_equal(decode(result), image_files.random_rgb())
+
+
+@pytest.mark.parametrize("fmt", ["WEBP", "TIFF", "BMP"])
+def test_formats_tensorflow_cannot_read_become_lossless_png(fmt):
+    pixels = image_files.random_rgb()
+    options = {"lossless": True} if fmt == "WEBP" else {}
+    result = validate_image(image_files.encode(Image.fromarray(pixels), fmt, **options), LIMITS)
+    assert result.image_format == "png"
+    assert result.source_format == fmt
+    assert f"format_{fmt.lower()}_to_png" in result.conversions
+    np.testing.assert_array_equal(decode(result), pixels)
+
+
+def test_gif_palette_becomes_rgb_png():
+    palette = Image.fromarray(image_files.random_rgb()).convert("P")
+    result = validate_image(image_files.encode(palette, "GIF"), LIMITS)
+    assert result.image_format == "png"
+    np.testing.assert_array_equal(decode(result), np.asarray(palette.convert("RGB")))
+
+
+def test_grayscale_becomes_three_equal_channels():
+    gray = Image.fromarray(image_files.random_rgb()[..., 0])
+    result = validate_image(image_files.encode(gray, "PNG"), LIMITS)
+    pixels = decode(result)
+    assert pixels.shape == (24, 32, 3)
+    np.testing.assert_array_equal(pixels[..., 0], np.asarray(gray))
+    np.testing.assert_array_equal(pixels[..., 1], pixels[..., 2])
+
+
+def test_rgba_is_composited_on_white():
+    rgba = np.zeros((4, 4, 4), dtype=np.uint8)
+    rgba[..., 0] = 255  # red, fully transparent except the first pixel
+    rgba[0, 0, 3] = 255
+    result = validate_image(image_files.encode(Image.fromarray(rgba, "RGBA"), "PNG"), LIMITS)
+    pixels = decode(result)
+    assert tuple(pixels[0, 0]) == (255, 0, 0)
+    assert tuple(pixels[3, 3]) == (255, 255, 255)
+
+
+def test_sixteen_bit_grayscale_is_scaled_not_clipped():
+    values = np.array([[0, 257 * 100, 65535]], dtype=np.uint16)
+    result = validate_image(image_files.encode(Image.fromarray(values), "PNG"), LIMITS)
+    assert decode(result)[0, :, 0].tolist() == [0, 100, 255]
+
+
+def test_cmyk_jpeg_is_reencoded_as_rgb_jpeg():
+    cmyk = Image.fromarray(image_files.random_rgb()).convert("CMYK")
+    result = validate_image(image_files.encode(cmyk, "JPEG"), LIMITS)
+    assert result.image_format == "jpeg"
+    assert "mode_CMYK_to_rgb" in result.conversions
+    assert decode(result).shape == (24, 32, 3)
+
+
+def test_exif_orientation_is_applied():
+    data, upright = image_files.exif_rotated_jpeg()
+    result = validate_image(data, LIMITS)
+    assert "exif_orientation" in result.conversions
+    pixels = decode(result).astype(int)
+    assert pixels.shape == upright.shape
+    assert np.abs(pixels - upright).mean() < 8  # JPEG noise only; a wrong rotation is ~100
+
+
+def test_downscale_to_max_side_keeps_aspect_ratio():
+    result = validate_image(image_files.jpeg(height=60, width=120), ImageLimits(max_side=40))
+    assert (result.width, result.height) == (40, 20)
+    assert "downscale" in result.conversions
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"", Reason.EMPTY),
+        (b"just some text, not pixels", Reason.NOT_AN_IMAGE),
+        (image_files.jpeg(height=64, width=64)[:-200], Reason.TRUNCATED),
+        (image_files.jpeg()[:40], Reason.TRUNCATED),
+    ],
+)
+def test_bad_bytes_are_rejected_with_reason(data, reason):
+    result = validate_image(data, LIMITS)
+    assert isinstance(result, Rejected)
+    assert result.reason == reason
+
+
+def test_corrupt_png_is_rejected():
+    data = bytearray(image_files.png(height=64, width=64))
+    idat = data.index(b"IDAT")
+    data[idat + 20 : idat + 60] = bytes(40)  # scrambles the compressed pixel stream
+    assert validate_image(bytes(data), LIMITS).reason in (Reason.CORRUPT, Reason.TRUNCATED)
+
+
+def _chunk(kind: bytes, payload: bytes) -> bytes:
+    return (
+        struct.pack(">I", len(payload))
+        + kind
+        + payload
+        + struct.pack(">I", zlib.crc32(kind + payload))
+    )
+
+
+def _png_bomb(width: int, height: int) -> bytes:
+    """A small file whose header announces a huge image (and holds far too little pixel data)."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(bytes(4096))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", ihdr)
+        + _chunk(b"IDAT", pixels)
+        + _chunk(b"IEND", b"")
+    )
+
+
+@pytest.mark.parametrize("side", [5_000, 100_000])
+def test_decompression_bomb_is_refused_from_the_header_before_decoding(side):
+    # Were the decoder reached, this file would be rejected as 'truncated' instead.
+    result = validate_image(_png_bomb(side, side), ImageLimits(max_pixels=1_000_000))
+    assert result.reason == Reason.TOO_MANY_PIXELS
+    assert str(side) in result.detail
+
+
+def test_header_within_limits_reaches_the_decoder():
+    assert validate_image(_png_bomb(500, 500), LIMITS).reason == Reason.TRUNCATED
+
+
+def test_too_large_file_is_refused():
+    result = validate_image(image_files.jpeg(), ImageLimits(max_file_bytes=100))
+    assert result.reason == Reason.FILE_TOO_LARGE
+
+
+def test_format_is_identified_from_bytes_not_names():
+    assert identify_format(image_files.png()) == "PNG"
+    assert identify_format(image_files.jpeg()) == "JPEG"
+    assert identify_format(b"%PDF-1.4") is None
+
+
+def test_float_images_are_rejected_as_unsupported_mode():
+    floats = Image.fromarray(np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4), "F")
+    result = validate_image(image_files.encode(floats, "TIFF"), LIMITS)
+    assert result.reason == Reason.UNSUPPORTED_MODE
+
+
+def test_every_accepted_output_decodes_with_tf_into_three_channels():
+    buffer = io.BytesIO()
+    Image.fromarray(image_files.random_rgb()).convert("LA").save(buffer, format="PNG")
+    for data in (image_files.jpeg(), image_files.png(), buffer.getvalue()):
+        assert decode(validate_image(data, LIMITS)).shape == (24, 32, 3)

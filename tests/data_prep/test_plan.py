@@ -1,0 +1,114 @@
+import collections
+import dataclasses
+
+from data_prep.config import IngestConfig
+from data_prep.image_validation import Reason
+from data_prep.inspection import ACCEPTED, IGNORED, REJECTED, FileOutcome
+from data_prep.plan import build_plan, split_of
+from data_prep.sources import SourceFile
+
+CONFIG = IngestConfig(input="in", target_shard_bytes=1024 * 1024)
+
+
+def accepted(path, label, sha, size=1000, split=None):
+    return FileOutcome(
+        SourceFile(path, "/in/" + path, label, split), ACCEPTED, sha256=sha, encoded_size=size
+    )
+
+
+def many(count, size=1000):
+    return [accepted(f"c{i % 3}/{i}.jpg", f"c{i % 3}", f"{i:064x}", size) for i in range(count)]
+
+
+def test_duplicates_kept_once_and_conflicts_rejected_everywhere():
+    outcomes = many(30) + [
+        accepted("c0/copy.jpg", "c0", f"{0:064x}"),  # same bytes, same label as c0/0.jpg
+        accepted("c1/clash.jpg", "c1", f"{3:064x}"),  # same bytes as c0/3.jpg, other label
+    ]
+    plan = build_plan(outcomes, CONFIG)
+    rejected = {r["path"]: r for r in plan.report["rejected"]}
+    assert rejected["c0/copy.jpg"]["reason"] == Reason.DUPLICATE
+    assert rejected["c0/copy.jpg"]["detail"] == "duplicate of c0/0.jpg"
+    assert (
+        rejected["c0/3.jpg"]["reason"]
+        == rejected["c1/clash.jpg"]["reason"]
+        == (Reason.CONFLICTING_LABEL)
+    )
+    planned = [e.source.relative_path for s in plan.shards for e in s.examples]
+    assert "c0/0.jpg" in planned and "c0/copy.jpg" not in planned and "c0/3.jpg" not in planned
+    assert plan.report["totals"] == {"found": 32, "accepted": 29, "rejected": 3, "ignored": 0}
+
+
+def test_counts_add_up_and_label_map_is_sorted():
+    outcomes = many(40) + [
+        FileOutcome(SourceFile("c0/bad.jpg", "/in/c0/bad.jpg", "c0"), REJECTED, Reason.TRUNCATED),
+        FileOutcome(SourceFile("notes.txt", "/in/notes.txt", None), IGNORED),
+    ]
+    plan = build_plan(outcomes, CONFIG)
+    totals = plan.report["totals"]
+    assert totals["found"] == totals["accepted"] + totals["rejected"] + totals["ignored"] == 42
+    assert plan.label_map == {"c0": 0, "c1": 1, "c2": 2}
+    assert sum(plan.report["accepted_per_split"].values()) == 40
+    assert plan.report["ignored"] == ["notes.txt"]
+    assert plan.failure is None
+
+
+def test_split_is_a_stable_function_of_content():
+    shas = [f"{i:064x}" for i in range(2000)]
+    splits = collections.Counter(split_of(sha, 0.2, 0.1) for sha in shas)
+    assert abs(splits["eval"] / 2000 - 0.2) < 0.03 and abs(splits["test"] / 2000 - 0.1) < 0.03
+    assert [split_of(sha, 0.2, 0.1) for sha in shas] == [split_of(sha, 0.2, 0.1) for sha in shas]
+
+
+def test_manifest_split_wins_over_hash():
+    outcomes = many(20) + [accepted("c0/fixed.jpg", "c0", "f" * 64, split="eval")]
+    plan = build_plan(outcomes, CONFIG)
+    eval_paths = [
+        e.source.relative_path for s in plan.shards if s.split == "eval" for e in s.examples
+    ]
+    assert "c0/fixed.jpg" in eval_paths
+
+
+def test_shards_are_balanced_near_the_target_size_and_mix_classes():
+    plan = build_plan(many(1000, size=10_000), CONFIG)  # ~10 MB in all, 1 MiB target
+    train = [s for s in plan.shards if s.split == "train"]
+    sizes = [len(s.examples) * 10_000 for s in train]
+    assert len(train) == -(-sum(sizes) // CONFIG.target_shard_bytes)
+    assert max(sizes) <= CONFIG.target_shard_bytes and max(sizes) - min(sizes) <= 10_000
+    assert len({e.label_id for e in train[0].examples}) == 3
+    assert train[0].relative_path == f"Split-train/data_tfrecord-00000-of-{len(train):05d}.gz"
+
+
+def test_plan_is_independent_of_outcome_order():
+    outcomes = many(100)
+    assert build_plan(outcomes, CONFIG) == build_plan(outcomes[::-1], CONFIG)
+
+
+def test_too_many_rejects_fail_naming_the_reasons():
+    bad = [
+        FileOutcome(SourceFile(f"c0/{i}.jpg", "x", "c0"), REJECTED, Reason.CORRUPT)
+        for i in range(5)
+    ]
+    plan = build_plan(many(20) + bad, dataclasses.replace(CONFIG, max_reject_fraction=0.1))
+    assert "5 of 25 image files were rejected" in plan.failure
+    assert "corrupt" in plan.failure
+    assert build_plan(many(20) + bad, CONFIG).failure is not None
+    assert (
+        build_plan(many(20) + bad, dataclasses.replace(CONFIG, max_reject_fraction=0.3)).failure
+        is None
+    )
+
+
+def test_duplicates_do_not_count_as_defects():
+    copies = [accepted(f"c0/copy{i}.jpg", "c0", f"{0:064x}") for i in range(10)]
+    assert build_plan(many(20) + copies, CONFIG).failure is None
+
+
+def test_unusable_datasets_fail_clearly():
+    assert (
+        "need at least 2 classes"
+        in build_plan(
+            [accepted(f"c0/{i}.jpg", "c0", f"{i:064x}") for i in range(30)], CONFIG
+        ).failure
+    )
+    assert "received no images" in build_plan(many(2), CONFIG).failure

@@ -1,0 +1,70 @@
+import json
+
+import pytest
+
+from data_prep.sources import SourceError, SourceFile, list_sources
+
+
+def _touch(path, data=b"x"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def test_class_folders_label_every_depth_and_leave_root_files_unlabelled(tmp_path):
+    for relative in ("cat/a.jpg", "cat/deep/er/b.png", "dog/c.jpg", "README.md", "dog/.DS_Store"):
+        _touch(tmp_path / relative)
+    sources = list_sources(str(tmp_path))
+    assert [(s.relative_path, s.label) for s in sources] == [
+        ("README.md", None),
+        ("cat/a.jpg", "cat"),
+        ("cat/deep/er/b.png", "cat"),
+        ("dog/.DS_Store", "dog"),
+        ("dog/c.jpg", "dog"),
+    ]
+    assert all(s.path.startswith(str(tmp_path)) for s in sources)
+
+
+def test_missing_or_empty_input_is_a_clear_error(tmp_path):
+    with pytest.raises(SourceError, match="empty or does not exist"):
+        list_sources(str(tmp_path / "nowhere"))
+
+
+def test_csv_manifest_resolves_relative_paths_and_keeps_splits(tmp_path):
+    (tmp_path / "m.csv").write_text("path,label,split\nimg/1.jpg,cat,eval\n/abs/2.jpg,dog,\n")
+    sources = list_sources(str(tmp_path / "m.csv"))
+    assert sources == [
+        SourceFile("/abs/2.jpg", "/abs/2.jpg", "dog", None),
+        SourceFile("img/1.jpg", str(tmp_path / "img/1.jpg"), "cat", "eval"),
+    ]
+
+
+def test_jsonl_manifest(tmp_path):
+    rows = [{"path": "a.jpg", "label": "cat"}, {"path": "b.jpg", "label": "dog", "split": "test"}]
+    (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    sources = list_sources(str(tmp_path / "m.jsonl"))
+    assert [(s.relative_path, s.label, s.split) for s in sources] == [
+        ("a.jpg", "cat", None),
+        ("b.jpg", "dog", "test"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("m.csv", "file,class\na.jpg,cat\n", "must name 'path' and 'label'"),
+        ("m.csv", "path,label\na.jpg,\n", r"m.csv:2: missing 'label'"),
+        ("m.csv", "path,label,split\na.jpg,cat,valid\n", "split 'valid' is not one of"),
+        ("m.csv", "path,label\na.jpg,cat\na.jpg,dog\n", "listed twice"),
+        ("m.jsonl", '{"path": "a.jpg", "label": "cat"}\n{oops\n', r"m.jsonl:2: not valid JSON"),
+        ("m.csv", "path,label\n", "lists no files"),
+    ],
+)
+def test_bad_manifests_fail_naming_the_line(tmp_path, name, text, message):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(SourceError, match=message):
+        list_sources(str(tmp_path / name))
+
+
+def test_image_extension_is_case_insensitive():
+    assert SourceFile("a/B.JPEG", "x", "a").has_image_extension
+    assert not SourceFile("a/notes.txt", "x", "a").has_image_extension
