@@ -27,8 +27,14 @@ INFO_FILE = "dataset_info.json"
 _GENERATOR_VERSION = 1
 _JPEG_QUALITY = 90
 _SUPERSAMPLE = 2  # shape masks are drawn at 2x and box-downsampled for anti-aliased edges
-_MIN_CONTRAST = 110.0  # Euclidean RGB distance between shape and background colours
-_LOW_CONTRAST_PROBABILITY = 0.12  # share of images whose shape colour may blend in
+# Difficulty knobs, calibrated so that a small CNN trained briefly at 64x64 lands in the 90s
+# (neither stuck nor at a trivial 100%).
+_MIN_LUMA_CONTRAST = 70.0  # brightness gap between the shape and the background behind it
+_LOW_CONTRAST_PROBABILITY = 0.06  # share of deliberately faint shapes
+_OUTLINE_PROBABILITY = 0.35  # share of shapes outlined in a second colour
+_MAX_CLUTTER = 3  # distractor lines/dots drawn both before and after the shape
+_MAX_TEXTURE_AMPLITUDE = 60.0
+_MAX_NOISE_SIGMA = 12.0
 _BLUR_PROBABILITY = 0.2
 
 
@@ -40,7 +46,7 @@ def generate_default_dataset(
     Returns at once, writing nothing, when `output_dir` already holds a complete dataset with the
     same parameters. Every file is written under a temporary name and renamed into place, so a
     killed run never leaves a half-written JPEG; stale `<class>_NNNN.jpg` files from a run with
-    a larger `images_per_class` are removed.
+    a larger `images_per_class`, and temp files from a killed run, are removed.
     """
     if images_per_class < 1:
         raise ValueError(f"images_per_class must be >= 1, got {images_per_class}")
@@ -109,8 +115,9 @@ def _write_atomic(path: str, data: bytes) -> None:
 
 
 def _remove_stale(class_dir: str, class_name: str, expected: set[str]) -> None:
-    """Removes this generator's files that the current parameters no longer produce."""
-    pattern = re.compile(rf"{re.escape(class_name)}_\d+\.jpg")
+    """Removes this generator's files that the current parameters no longer produce, including
+    temp files a killed run left behind (ingest would reject them as truncated images)."""
+    pattern = re.compile(rf"\.?{re.escape(class_name)}_\d+\.jpg(\.tmp)?")
     for file_name in os.listdir(class_dir):
         if pattern.fullmatch(file_name) and file_name not in expected:
             os.remove(os.path.join(class_dir, file_name))
@@ -118,29 +125,29 @@ def _remove_stale(class_dir: str, class_name: str, expected: set[str]) -> None:
 
 def _render(class_name: str, size: int, rng: np.random.Generator) -> Image.Image:
     """Draws one image: background, clutter, the class shape, more clutter, blur, noise."""
-    background, background_colour = _background(size, rng)
-    canvas = Image.fromarray(background)
-    _clutter(canvas, rng, int(rng.integers(0, 5)))
+    canvas = Image.fromarray(_background(size, rng))
+    _clutter(canvas, rng, int(rng.integers(0, _MAX_CLUTTER + 1)))
 
     radius = rng.uniform(0.15, 0.40) * size  # shape spans 30-80% of the image
     margin = 0.85 * radius  # lets a shape's tips clip the border slightly
     centre = (rng.uniform(margin, size - margin), rng.uniform(margin, size - margin))
     mask = _shape_mask(class_name, size, centre, radius, rng.uniform(0.0, 2 * math.pi), rng)
-    fill = _shape_colour(background_colour, rng)
-    outline = _random_colour(rng) if rng.random() < 0.5 else fill
-    inner = _erode(mask, int(rng.integers(1, 4)))
+    inner = _erode(mask, int(rng.integers(1, 3)))
+    mask_f, inner_f = _downsample(mask), _downsample(inner)
 
     pixels = np.asarray(canvas, dtype=np.float32)
-    mask_f = _downsample(mask)
-    inner_f = _downsample(inner)
+    behind = (pixels * mask_f).sum(axis=(0, 1)) / max(float(mask_f.sum()), 1.0)
+    fill = _shape_colour(behind, rng)
+    outline = _random_colour(rng) if rng.random() < _OUTLINE_PROBABILITY else fill
     pixels = pixels * (1.0 - mask_f) + outline * (mask_f - inner_f) + fill * inner_f
     canvas = Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
-    _clutter(canvas, rng, int(rng.integers(0, 5)))
+    _clutter(canvas, rng, int(rng.integers(0, _MAX_CLUTTER + 1)))
 
     if rng.random() < _BLUR_PROBABILITY:
         canvas = canvas.filter(ImageFilter.GaussianBlur(rng.uniform(0.4, 1.2)))
     pixels = np.asarray(canvas, dtype=np.float32)
-    pixels += rng.uniform(2.0, 18.0) * rng.standard_normal(pixels.shape, dtype=np.float32)
+    sigma = rng.uniform(2.0, _MAX_NOISE_SIGMA)
+    pixels += sigma * rng.standard_normal(pixels.shape, dtype=np.float32)
     return Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
 
 
@@ -148,20 +155,25 @@ def _random_colour(rng: np.random.Generator) -> np.ndarray:
     return rng.uniform(0.0, 255.0, 3).astype(np.float32)
 
 
-def _shape_colour(background_colour: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A colour that usually stands out from the background, but occasionally need not."""
+def _luma(colour: np.ndarray) -> float:
+    return float(colour @ np.array([0.299, 0.587, 0.114], dtype=np.float32))
+
+
+def _shape_colour(behind: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A fill whose brightness stands out from the background under the shape, except in a few
+    deliberately faint images."""
     if rng.random() < _LOW_CONTRAST_PROBABILITY:
-        return _random_colour(rng)
-    best = _random_colour(rng)
+        return np.clip(behind + rng.uniform(-50.0, 50.0, 3), 0.0, 255.0).astype(np.float32)
+    colour = _random_colour(rng)
     for _ in range(20):
-        if np.linalg.norm(best - background_colour) >= _MIN_CONTRAST:
+        if abs(_luma(colour) - _luma(behind)) >= _MIN_LUMA_CONTRAST:
             break
-        best = _random_colour(rng)
-    return best
+        colour = _random_colour(rng)
+    return colour
 
 
-def _background(size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """A solid, linear-gradient or smooth-noise background and its mean colour."""
+def _background(size: int, rng: np.random.Generator) -> np.ndarray:
+    """A solid, linear-gradient or smooth-noise background."""
     kind = rng.integers(0, 3)
     base = _random_colour(rng)
     if kind == 0:
@@ -174,15 +186,12 @@ def _background(size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.nda
         t = ((ramp - ramp.min()) / (ramp.max() - ramp.min()))[..., None]
         pixels = base * (1.0 - t) + other * t
     else:
-        cells = int(rng.integers(3, 9))
-        coarse = rng.uniform(-1.0, 1.0, (cells, cells, 3))
-        coarse = ((coarse + 1.0) * 127.5).astype(np.uint8)
+        cells = int(rng.integers(3, 7))
+        coarse = rng.integers(0, 256, (cells, cells, 3), dtype=np.uint8)
         smooth = Image.fromarray(coarse).resize((size, size), Image.Resampling.BICUBIC)
-        amplitude = rng.uniform(30.0, 90.0)
-        offsets = (np.asarray(smooth, dtype=np.float32) / 127.5 - 1.0) * amplitude
-        pixels = base + offsets
-    pixels = np.clip(pixels, 0, 255)
-    return pixels.astype(np.uint8), pixels.reshape(-1, 3).mean(axis=0)
+        amplitude = rng.uniform(20.0, _MAX_TEXTURE_AMPLITUDE)
+        pixels = base + (np.asarray(smooth, dtype=np.float32) / 127.5 - 1.0) * amplitude
+    return np.clip(pixels, 0, 255).astype(np.uint8)
 
 
 def _clutter(canvas: Image.Image, rng: np.random.Generator, count: int) -> None:
@@ -242,14 +251,11 @@ def _shape_mask(
         draw.polygon(polygon([(math.cos(t), math.sin(t)) for t in corners]), fill=255)
     elif class_name == "star":
         inner = rng.uniform(0.38, 0.52)
-        radii = [1.0 if k % 2 == 0 else inner for k in range(10)]
-        turns = [math.pi / 2 + math.pi * k / 5 for k in range(10)]
-        draw.polygon(
-            polygon(
-                [(q * math.cos(t), q * math.sin(t)) for q, t in zip(radii, turns, strict=True)]
-            ),
-            fill=255,
-        )
+        points = []
+        for k in range(10):  # alternating tips and notches
+            q, t = (1.0 if k % 2 == 0 else inner), math.pi / 2 + math.pi * k / 5
+            points.append((q * math.cos(t), q * math.sin(t)))
+        draw.polygon(polygon(points), fill=255)
     elif class_name == "cross":
         t = rng.uniform(0.22, 0.35)
         arm = [(t, t), (1, t), (1, -t), (t, -t), (t, -1), (-t, -1)]

@@ -8,24 +8,18 @@ decoded again: their unchanged hash proves they are the bytes that passed valida
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 
-import tensorflow as tf
 from apache_beam.io.filesystems import FileSystems
 
 from data_prep import features
 from data_prep.image_validation import Accepted, ImageLimits, Reason, validate_image
 from data_prep.inspection import read_source
-from data_prep.plan import ShardSpec
-
-_GZIP = tf.io.TFRecordOptions(compression_type="GZIP")
-# Filesystems TensorFlow writes natively; others are written locally, then copied through Beam.
-_TF_NATIVE_SCHEMES = ("", "gs")
+from data_prep.plan import PlannedExample, ShardSpec
+from data_prep.tfrecord import GzipTFRecordWriter
 
 
 class IngestError(RuntimeError):
-    """The data changed under the job or cannot be written; the run stops."""
+    """The data changed under the job; the run stops rather than write what was not validated."""
 
 
 def write_shard(
@@ -33,25 +27,10 @@ def write_shard(
 ) -> dict:
     """Writes one shard; returns its path, split, example count and size in bytes."""
     destination = FileSystems.join(examples_dir, spec.relative_path)
-    records = (
-        _example(planned, label_names[planned.label_id], limits).SerializeToString(
-            deterministic=True
-        )
-        for planned in spec.examples
-    )
-    scheme = destination.split("://")[0] if "://" in destination else ""
-    if scheme in _TF_NATIVE_SCHEMES:
-        tf.io.gfile.makedirs(os.path.dirname(destination))
-        partial = destination + ".incomplete"
-        _write_records(records, partial)  # a retried or killed bundle never leaves half a shard
-        tf.io.gfile.rename(partial, destination, overwrite=True)
-    else:
-        with tempfile.TemporaryDirectory() as scratch:
-            local = os.path.join(scratch, "shard.gz")
-            _write_records(records, local)
-            with open(local, "rb") as source, FileSystems.create(destination) as target:
-                while chunk := source.read(1 << 22):
-                    target.write(chunk)
+    with GzipTFRecordWriter(destination) as writer:
+        for planned in spec.examples:
+            row = _row(planned, label_names[planned.label_id], limits)
+            writer.write(features.serialize_example(row))
     size = FileSystems.match([destination])[0].metadata_list[0].size_in_bytes
     return {
         "path": spec.relative_path,
@@ -61,13 +40,7 @@ def write_shard(
     }
 
 
-def _write_records(records, path: str) -> None:
-    with tf.io.TFRecordWriter(path, options=_GZIP) as writer:
-        for record in records:
-            writer.write(record)
-
-
-def _example(planned, label_name: str, limits: ImageLimits) -> tf.train.Example:
+def _row(planned: PlannedExample, label_name: str, limits: ImageLimits) -> dict:
     source = planned.source
     data = read_source(source, limits.max_file_bytes + 1)
     if hashlib.sha256(data).hexdigest() != planned.sha256:
@@ -89,13 +62,13 @@ def _example(planned, label_name: str, limits: ImageLimits) -> tf.train.Example:
             image.height,
             image.width,
         )
-    return features.make_example(
-        encoded=encoded,
-        image_format=image_format,
-        height=height,
-        width=width,
-        label=planned.label_id,
-        label_name=label_name,
-        source_path=source.relative_path,
-        sha256=planned.sha256,
-    )
+    return {
+        features.IMAGE: encoded,
+        features.IMAGE_FORMAT: image_format,
+        features.HEIGHT: height,
+        features.WIDTH: width,
+        features.LABEL: planned.label_id,
+        features.LABEL_NAME: label_name,
+        features.SOURCE_PATH: source.relative_path,
+        features.SHA256: planned.sha256,
+    }

@@ -82,7 +82,7 @@ def _ingest(root, out, beam_args=IN_PROCESS, **config):
 def _records(out, split):
     files = sorted(str(p) for p in (out / f"Split-{split}").glob("*.gz"))
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
-    return [tf.io.parse_single_example(r, features.FEATURE_SPEC) for r in dataset]
+    return [tf.io.parse_single_example(r, features.feature_spec()) for r in dataset]
 
 
 @pytest.fixture(scope="module")

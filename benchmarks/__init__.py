@@ -1,0 +1,1 @@
+"""Measured comparisons behind `make bench`; never part of `make test`."""

@@ -1,0 +1,201 @@
+"""Ingest speed and memory: the Beam job against a plain single-process loop, side by side.
+
+Each contender runs in its own process while the parent samples the resident memory of that
+process and all its children (Beam's workers), so the peak covers the whole job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import time
+
+import psutil
+
+from benchmarks.photo_data import write_photo_jpegs
+
+
+def ingest_loop(input_dir: str, output_dir: str) -> int:
+    """The plain loop an engineer would write first: one pass, one process, the same per-file
+    checks, conversion, dedupe, split, Example encoding and writer as the Beam job; returns the
+    number of examples written."""
+    from data_prep import features
+    from data_prep.config import IngestConfig
+    from data_prep.image_validation import Accepted, validate_image
+    from data_prep.inspection import read_source
+    from data_prep.plan import split_of
+    from data_prep.sources import list_sources
+    from data_prep.tfrecord import GzipTFRecordWriter
+
+    config = IngestConfig(input=input_dir)
+    sources = list_sources(input_dir)
+    labels = sorted({s.label for s in sources if s.label})
+    writers, seen, written = {}, set(), 0
+    for source in sources:
+        data = read_source(source, config.limits.max_file_bytes + 1)
+        image = validate_image(data, config.limits)
+        if not isinstance(image, Accepted) or source.label is None:
+            continue
+        sha = hashlib.sha256(data).hexdigest()
+        if sha in seen:
+            continue
+        seen.add(sha)
+        split = split_of(sha, config.eval_fraction, config.test_fraction)
+        if split not in writers:
+            path = f"{output_dir}/Split-{split}/data_tfrecord-00000-of-00001.gz"
+            writers[split] = GzipTFRecordWriter(path)
+        row = {
+            features.IMAGE: image.encoded,
+            features.IMAGE_FORMAT: image.image_format,
+            features.HEIGHT: image.height,
+            features.WIDTH: image.width,
+            features.LABEL: labels.index(source.label),
+            features.LABEL_NAME: source.label,
+            features.SOURCE_PATH: source.relative_path,
+            features.SHA256: sha,
+        }
+        writers[split].write(features.serialize_example(row))
+        written += 1
+    for writer in writers.values():
+        writer.__exit__(None, None, None)
+    return written
+
+
+def ingest_beam(input_dir: str, output_dir: str) -> int:
+    from data_prep.config import IngestConfig
+    from data_prep.ingest import IngestOutputs, run_ingest
+
+    report = run_ingest(IngestConfig(input=input_dir), IngestOutputs.under(output_dir))
+    return report["totals"]["accepted"]
+
+
+def _measure(contender: str, input_dir: str, output_dir: str) -> dict:
+    """Runs one contender in a child process; returns its timing and the tree's peak memory."""
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.ingest_bench",
+        "--contender",
+        contender,
+        "--input",
+        input_dir,
+        "--output",
+        output_dir,
+    ]
+    child = psutil.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    peak = 0
+    while child.poll() is None:
+        try:
+            tree = [child, *child.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    if child.returncode != 0:
+        raise RuntimeError(f"{contender} ingest failed with exit code {child.returncode}")
+    result = json.loads(child.stdout.read().decode().strip().splitlines()[-1])
+    result["peak_rss_bytes"] = peak
+    return result
+
+
+def run(workdir: str, small: int = 5000, large: int = 20000) -> list[dict]:
+    small_dir = write_photo_jpegs(f"{workdir}/data/photos_{small}", small, seed=1)
+    large_dir = write_photo_jpegs(f"{workdir}/data/photos_{large}", large, seed=2)
+    loop = _measure("loop", small_dir, f"{workdir}/out/loop_{small}")
+    beam_small = _measure("beam", small_dir, f"{workdir}/out/beam_{small}")
+    beam_large = _measure("beam", large_dir, f"{workdir}/out/beam_{large}")
+    if loop["examples"] != beam_small["examples"]:
+        raise RuntimeError(f"contenders disagree: {loop} vs {beam_small}")
+    loop_rate = small / loop["seconds"]
+    records = [
+        {"name": f"ingest.loop.{small}.images_per_s", "value": loop_rate, "unit": "images/s"},
+        {
+            "name": f"ingest.beam.{small}.images_per_s",
+            "value": small / beam_small["seconds"],
+            "unit": "images/s",
+            "baseline": f"ingest.loop.{small}.images_per_s",
+            "ratio": (small / beam_small["seconds"]) / loop_rate,
+        },
+        {
+            "name": f"ingest.beam.{large}.images_per_s",
+            "value": large / beam_large["seconds"],
+            "unit": "images/s",
+            "baseline": f"ingest.loop.{small}.images_per_s",
+            "ratio": (large / beam_large["seconds"]) / loop_rate,
+        },
+        {
+            "name": f"ingest.loop.{small}.peak_rss",
+            "value": loop["peak_rss_bytes"] / 2**20,
+            "unit": "MiB",
+        },
+        {
+            "name": f"ingest.beam.{small}.peak_rss",
+            "value": beam_small["peak_rss_bytes"] / 2**20,
+            "unit": "MiB",
+        },
+        {
+            "name": f"ingest.beam.{large}.peak_rss",
+            "value": beam_large["peak_rss_bytes"] / 2**20,
+            "unit": "MiB",
+            "baseline": f"ingest.beam.{small}.peak_rss",
+            "ratio": beam_large["peak_rss_bytes"] / beam_small["peak_rss_bytes"],
+        },
+    ]
+    return records
+
+
+def chart(records: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    speed = [r for r in records if r["unit"] == "images/s"]
+    memory = [r for r in records if r["unit"] == "MiB"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for axis, group, title in (
+        (left, speed, "throughput (images/s)"),
+        (right, memory, "peak memory, whole process tree (MiB)"),
+    ):
+        names = [r["name"].removeprefix("ingest.").rsplit(".", 1)[0] for r in group]
+        bars = axis.bar(names, [r["value"] for r in group], color="#4a7ab5")
+        for bar, record in zip(bars, group, strict=True):
+            label = f"{record['value']:.0f}"
+            if "ratio" in record:
+                label += f"\n{record['ratio']:.2f}x"
+            axis.annotate(
+                label,
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+        axis.set_title(title)
+        axis.tick_params(axis="x", labelsize=8)
+    figure.suptitle("Ingest: Beam DirectRunner (one worker per core) vs a plain loop")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _child_main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--contender", choices=["loop", "beam"], required=True)
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--output", required=True)
+    args = parser.parse_args()
+    import shutil
+
+    shutil.rmtree(args.output, ignore_errors=True)
+    contender = ingest_loop if args.contender == "loop" else ingest_beam
+    started = time.perf_counter()
+    examples = contender(args.input, args.output)
+    seconds = time.perf_counter() - started
+    print(json.dumps({"examples": examples, "seconds": seconds}))
+
+
+if __name__ == "__main__":
+    _child_main()

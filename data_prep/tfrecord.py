@@ -1,0 +1,56 @@
+"""Writes gzip TFRecord files on any Beam filesystem without importing TensorFlow.
+
+The record framing (length, masked CRC-32C of the length, data, masked CRC-32C of the data) is
+TensorFlow's documented format; tests read every file back with tf.data.TFRecordDataset.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+
+import google_crc32c
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+# Image payloads are already compressed: gzip level 1 costs a fraction of the CPU of the default
+# level for nearly the same size.
+GZIP_LEVEL = 1
+_MASK_DELTA = 0xA282EAD8
+
+
+def _masked_crc(data: bytes) -> bytes:
+    crc = google_crc32c.value(data)
+    masked = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+    return struct.pack("<I", masked)
+
+
+class GzipTFRecordWriter:
+    """Streams records into `path`; the file appears under its name only once complete."""
+
+    def __init__(self, path: str):
+        self._path, self._partial = path, path + ".incomplete"
+        self._raw = FileSystems.create(
+            self._partial, compression_type=CompressionTypes.UNCOMPRESSED
+        )
+        # No name and mtime=0 in the gzip header: identical records give identical files.
+        self._gzip = gzip.GzipFile(
+            filename="", fileobj=self._raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0
+        )
+
+    def write(self, record: bytes) -> None:
+        length = struct.pack("<Q", len(record))
+        self._gzip.write(length + _masked_crc(length))
+        self._gzip.write(record)
+        self._gzip.write(_masked_crc(record))
+
+    def __enter__(self) -> GzipTFRecordWriter:
+        return self
+
+    def __exit__(self, error_type, error, traceback) -> None:
+        self._gzip.close()
+        self._raw.close()
+        if error_type is None:
+            FileSystems.rename([self._partial], [self._path])
+        else:
+            FileSystems.delete([self._partial])

@@ -1,0 +1,111 @@
+import argparse
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.cli import main, parse_size
+from tests.data_prep import image_files
+
+IN_PROCESS = ["--", "--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("100MB", 100 * 2**20),
+        ("512k", 512 * 2**10),
+        ("2g", 2 * 2**30),
+        ("1048576", 2**20),
+        ("1.5MiB", int(1.5 * 2**20)),
+    ],
+)
+def test_parse_size(text, size):
+    assert parse_size(text) == size
+
+
+def test_parse_size_rejects_nonsense():
+    with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
+        parse_size("lots")
+
+
+def test_console_script_is_installed_with_help_for_each_subcommand():
+    script = os.path.join(os.path.dirname(sys.executable), "imgpipe")
+    for command in (["--help"], ["prep", "--help"], ["default-data", "--help"]):
+        result = subprocess.run([script, *command], capture_output=True, text=True, check=True)
+        assert "usage: imgpipe" in result.stdout
+    assert (
+        "manifest"
+        in subprocess.run([script, "prep", "--help"], capture_output=True, text=True).stdout
+    )
+
+
+def test_bad_setting_fails_before_any_work_naming_the_field(tmp_path, capsys):
+    code = main(
+        [
+            "prep",
+            "--input",
+            str(tmp_path),
+            "--output",
+            str(tmp_path / "out"),
+            "--eval-fraction",
+            "1.5",
+        ]
+    )
+    assert code == 2
+    assert "eval_fraction: 1.5 is not between 0 and 1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_input_is_a_clear_error(tmp_path, capsys):
+    assert main(["prep", "--input", str(tmp_path / "nope"), "--output", str(tmp_path)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_prep_writes_dataset_and_summarizes(tmp_path, capsys):
+    for label in ("a", "b"):
+        for i in range(8):
+            path = tmp_path / "in" / label / f"{i}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(image_files.jpeg(seed=i + (100 if label == "b" else 0)))
+    (tmp_path / "in" / "a" / "broken.png").write_bytes(b"nope")
+    code = main(
+        [
+            "prep",
+            "--input",
+            str(tmp_path / "in"),
+            "--output",
+            str(tmp_path / "out"),
+            "--max-reject-fraction",
+            "0.2",
+            *IN_PROCESS,
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "17 files: 16 accepted, 1 rejected, 0 ignored" in out
+    assert "'not_an_image': 1" in out
+    assert (tmp_path / "out" / "label_map.json").exists()
+
+
+@pytest.mark.slow
+def test_default_data_then_prep_is_what_make_run_local_does(tmp_path, capsys):
+    assert (
+        main(["default-data", "--output", str(tmp_path / "data"), "--images-per-class", "5"]) == 0
+    )
+    assert (
+        main(
+            [
+                "prep",
+                "--input",
+                str(tmp_path / "data"),
+                "--output",
+                str(tmp_path / "out"),
+                *IN_PROCESS,
+            ]
+        )
+        == 0
+    )
+    assert "0 rejected" in capsys.readouterr().out
