@@ -101,49 +101,44 @@ def _measure(contender: str, input_dir: str, output_dir: str) -> dict:
     return result
 
 
-def run(workdir: str, small: int = 5000, large: int = 20000) -> list[dict]:
-    small_dir = write_photo_jpegs(f"{workdir}/data/photos_{small}", small, seed=1)
-    large_dir = write_photo_jpegs(f"{workdir}/data/photos_{large}", large, seed=2)
-    loop = _measure("loop", small_dir, f"{workdir}/out/loop_{small}")
-    beam_small = _measure("beam", small_dir, f"{workdir}/out/beam_{small}")
-    beam_large = _measure("beam", large_dir, f"{workdir}/out/beam_{large}")
-    if loop["examples"] != beam_small["examples"]:
-        raise RuntimeError(f"contenders disagree: {loop} vs {beam_small}")
-    loop_rate = small / loop["seconds"]
-    records = [
-        {"name": f"ingest.loop.{small}.images_per_s", "value": loop_rate, "unit": "images/s"},
-        {
-            "name": f"ingest.beam.{small}.images_per_s",
-            "value": small / beam_small["seconds"],
-            "unit": "images/s",
-            "baseline": f"ingest.loop.{small}.images_per_s",
-            "ratio": (small / beam_small["seconds"]) / loop_rate,
-        },
-        {
-            "name": f"ingest.beam.{large}.images_per_s",
-            "value": large / beam_large["seconds"],
-            "unit": "images/s",
-            "baseline": f"ingest.loop.{small}.images_per_s",
-            "ratio": (large / beam_large["seconds"]) / loop_rate,
-        },
-        {
-            "name": f"ingest.loop.{small}.peak_rss",
-            "value": loop["peak_rss_bytes"] / 2**20,
+def _best_of(runs: int, contender: str, input_dir: str, output_dir: str) -> dict:
+    """Fastest of several runs (the machine is shared and noisy); the highest memory peak."""
+    results = [_measure(contender, input_dir, output_dir) for _ in range(runs)]
+    best = min(results, key=lambda result: result["seconds"])
+    return {**best, "peak_rss_bytes": max(result["peak_rss_bytes"] for result in results)}
+
+
+def run(workdir: str, small: int = 5000, large: int = 20000, runs: int = 2) -> list[dict]:
+    records = []
+    beam = {}
+    for count, seed in ((small, 1), (large, 2)):
+        data = write_photo_jpegs(f"{workdir}/data/photos_{count}", count, seed=seed)
+        loop = _best_of(runs, "loop", data, f"{workdir}/out/loop_{count}")
+        beam[count] = _best_of(runs, "beam", data, f"{workdir}/out/beam_{count}")
+        if loop["examples"] != beam[count]["examples"]:
+            raise RuntimeError(f"contenders disagree: {loop} vs {beam[count]}")
+        loop_name = f"ingest.loop.{count}.images_per_s"
+        loop_rate, beam_rate = count / loop["seconds"], count / beam[count]["seconds"]
+        records += [
+            {"name": loop_name, "value": loop_rate, "unit": "images/s"},
+            {
+                "name": f"ingest.beam.{count}.images_per_s",
+                "value": beam_rate,
+                "unit": "images/s",
+                "baseline": loop_name,
+                "ratio": beam_rate / loop_rate,
+            },
+        ]
+    for count in (small, large):
+        record = {
+            "name": f"ingest.beam.{count}.peak_rss",
+            "value": beam[count]["peak_rss_bytes"] / 2**20,
             "unit": "MiB",
-        },
-        {
-            "name": f"ingest.beam.{small}.peak_rss",
-            "value": beam_small["peak_rss_bytes"] / 2**20,
-            "unit": "MiB",
-        },
-        {
-            "name": f"ingest.beam.{large}.peak_rss",
-            "value": beam_large["peak_rss_bytes"] / 2**20,
-            "unit": "MiB",
-            "baseline": f"ingest.beam.{small}.peak_rss",
-            "ratio": beam_large["peak_rss_bytes"] / beam_small["peak_rss_bytes"],
-        },
-    ]
+        }
+        if count == large:
+            record["baseline"] = f"ingest.beam.{small}.peak_rss"
+            record["ratio"] = beam[large]["peak_rss_bytes"] / beam[small]["peak_rss_bytes"]
+        records.append(record)
     return records
 
 

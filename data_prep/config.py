@@ -24,6 +24,8 @@ class IngestConfig:
       eval_fraction: share of images hashed into the eval split (manifest splits take precedence).
       test_fraction: share hashed into an optional test split; 0 means no test split.
       target_shard_bytes: shards are balanced so none is much above this size.
+      min_shards: each split gets at least this many shards while they stay above 4 MiB, so
+        writers and the trainer's parallel readers have files to share even in small datasets.
       max_reject_fraction: the run fails when more than this share of the image files found are
         rejected for a defect (duplicates are reported but do not count).
       files_per_bundle: files handled per Beam element; large enough to amortize Beam's per-element
@@ -35,6 +37,7 @@ class IngestConfig:
     eval_fraction: float = 0.2
     test_fraction: float = 0.0
     target_shard_bytes: int = 100 * 1024 * 1024
+    min_shards: int = 8
     max_reject_fraction: float = 0.1
     files_per_bundle: int = 64
     limits: ImageLimits = ImageLimits()
@@ -54,6 +57,8 @@ class IngestConfig:
             )
         if self.target_shard_bytes < 1024 * 1024:
             raise ConfigError("target_shard_bytes", f"{self.target_shard_bytes} is below 1 MiB")
+        if self.min_shards < 1:
+            raise ConfigError("min_shards", f"{self.min_shards} is below 1")
         if self.files_per_bundle < 1:
             raise ConfigError("files_per_bundle", f"{self.files_per_bundle} is below 1")
         limits = self.limits

@@ -89,8 +89,20 @@ class _ConcatLists(beam.CombineFn):
         return accumulator
 
 
-def _write(spec, plan: IngestPlan, config: IngestConfig, outputs: IngestOutputs) -> dict:
-    label_names = {label_id: name for name, label_id in plan.label_map.items()}
+def _label_map(plan: IngestPlan) -> dict[str, int]:
+    return plan.label_map
+
+
+def _without_shards(plan: IngestPlan) -> IngestPlan:
+    return dataclasses.replace(plan, shards=())
+
+
+def _shards_to_write(plan: IngestPlan):
+    return () if plan.failure else plan.shards
+
+
+def _write(spec, label_map: dict[str, int], config: IngestConfig, outputs: IngestOutputs) -> dict:
+    label_names = {label_id: name for name, label_id in label_map.items()}
     return write_shard(spec, label_names, config.limits, outputs.examples_dir)
 
 
@@ -128,14 +140,16 @@ class IngestImages(beam.PTransform):
             | "AllOutcomes" >> beam.CombineGlobally(_ConcatLists())
             | "Plan" >> beam.Map(build_plan, self._config)
         )
-        plan_view = beam.pvalue.AsSingleton(plan)
+        # Side inputs stay small: the label map, and the plan without its per-file shard lists.
+        label_map = beam.pvalue.AsSingleton(plan | "LabelMap" >> beam.Map(_label_map))
+        summary = beam.pvalue.AsSingleton(plan | "Summary" >> beam.Map(_without_shards))
         return (
             plan
-            | "Shards" >> beam.FlatMap(lambda p: () if p.failure else p.shards)
+            | "Shards" >> beam.FlatMap(_shards_to_write)
             | "SpreadShards" >> beam.Reshuffle()
-            | "WriteShards" >> beam.Map(_write, plan_view, self._config, self._outputs)
+            | "WriteShards" >> beam.Map(_write, label_map, self._config, self._outputs)
             | "ShardResults" >> beam.combiners.ToList()
-            | "Report" >> beam.Map(_finish, plan_view, self._outputs)
+            | "Report" >> beam.Map(_finish, summary, self._outputs)
         )
 
 

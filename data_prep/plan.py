@@ -19,6 +19,7 @@ from data_prep.sources import SourceFile
 SHARD_PATTERN = "Split-{split}/data_tfrecord-{index:05d}-of-{count:05d}.gz"
 # Rejections that say nothing bad about the data; they do not count toward max_reject_fraction.
 BENIGN_REASONS = frozenset({Reason.DUPLICATE})
+MIN_SHARD_BYTES = 4 * 1024 * 1024  # below this, more shards only add files, not parallelism
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +79,7 @@ def build_plan(outcomes: list[FileOutcome], config: IngestConfig) -> IngestPlan:
         by_split[split].append(outcome)
     shards = []
     for split in sorted(by_split):
-        shards.extend(_pack_shards(split, by_split[split], label_map, config.target_shard_bytes))
+        shards.extend(_pack_shards(split, by_split[split], label_map, config))
 
     report = _report(final, by_split, label_map, config)
     return IngestPlan(label_map, tuple(shards), report, _failure(report, config, by_split))
@@ -118,13 +119,20 @@ def _dedupe(accepted: list[FileOutcome]) -> tuple[list[FileOutcome], list[FileOu
     return kept, rejected
 
 
+def shard_count(total_bytes: int, examples: int, config: IngestConfig) -> int:
+    """Enough shards to stay near the target size, and at least min_shards of >= 4 MiB each."""
+    by_target = math.ceil(total_bytes / config.target_shard_bytes)
+    by_parallelism = min(config.min_shards, total_bytes // MIN_SHARD_BYTES)
+    return max(1, min(examples, max(by_target, by_parallelism)))
+
+
 def _pack_shards(
-    split: str, outcomes: list[FileOutcome], label_map: dict[str, int], target_bytes: int
+    split: str, outcomes: list[FileOutcome], label_map: dict[str, int], config: IngestConfig
 ) -> list[ShardSpec]:
     """Round-robin over hash order: shards of near-equal size, classes mixed within each shard."""
     ordered = sorted(outcomes, key=lambda outcome: outcome.sha256)
     total = sum(outcome.encoded_size for outcome in ordered)
-    count = max(1, min(len(ordered), math.ceil(total / target_bytes)))
+    count = shard_count(total, len(ordered), config)
     members = [[] for _ in range(count)]
     for position, outcome in enumerate(ordered):
         members[position % count].append(

@@ -24,6 +24,7 @@ def test_defaults_are_valid():
         ({"max_reject_fraction": 2.0}, "max_reject_fraction"),
         ({"target_shard_bytes": 1000}, "target_shard_bytes"),
         ({"files_per_bundle": 0}, "files_per_bundle"),
+        ({"min_shards": 0}, "min_shards"),
         ({"limits": ImageLimits(max_pixels=0)}, "limits.max_pixels"),
         ({"limits": ImageLimits(max_file_bytes=0)}, "limits.max_file_bytes"),
         ({"limits": ImageLimits(max_side=4)}, "limits.max_side"),

@@ -4,10 +4,10 @@ import dataclasses
 from data_prep.config import IngestConfig
 from data_prep.image_validation import Reason
 from data_prep.inspection import ACCEPTED, IGNORED, REJECTED, FileOutcome
-from data_prep.plan import build_plan, split_of
+from data_prep.plan import build_plan, shard_count, split_of
 from data_prep.sources import SourceFile
 
-CONFIG = IngestConfig(input="in", target_shard_bytes=1024 * 1024)
+CONFIG = IngestConfig(input="in", target_shard_bytes=1024 * 1024, min_shards=1)
 
 
 def accepted(path, label, sha, size=1000, split=None):
@@ -112,3 +112,12 @@ def test_unusable_datasets_fail_clearly():
         ).failure
     )
     assert "received no images" in build_plan(many(2), CONFIG).failure
+
+
+def test_shard_count_keeps_target_size_and_a_floor_for_parallelism():
+    config = dataclasses.replace(CONFIG, target_shard_bytes=100 * 2**20, min_shards=8)
+    assert shard_count(5 * 2**20, 1000, config) == 1  # too small to split usefully
+    assert shard_count(20 * 2**20, 1000, config) == 5  # 4 MiB floor per shard
+    assert shard_count(175 * 2**20, 5000, config) == 8  # parallelism floor
+    assert shard_count(2000 * 2**20, 50000, config) == 20  # target size rules
+    assert shard_count(50 * 2**20, 3, config) == 3  # never more shards than examples
