@@ -175,7 +175,10 @@ def chart(records: list[dict], path: str) -> None:
         (left, speed, "throughput (images/s)"),
         (right, memory, "peak memory, whole process tree (MiB)"),
     ):
-        names = [r["name"].removeprefix("ingest.").rsplit(".", 1)[0] for r in group]
+        names = [
+            r["name"].removeprefix("ingest.").replace(".images_per_s", "").replace(".peak_rss", "")
+            for r in group
+        ]
         bars = axis.bar(names, [r["value"] for r in group], color="#4a7ab5")
         for bar, record in zip(bars, group, strict=True):
             label = f"{record['value']:.0f}"

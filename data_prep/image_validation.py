@@ -27,6 +27,7 @@ class Reason:
 
     EMPTY = "empty"
     NOT_AN_IMAGE = "not_an_image"
+    UNSUPPORTED_FORMAT = "unsupported_format"
     FILE_TOO_LARGE = "file_too_large"
     TOO_MANY_PIXELS = "too_many_pixels"
     TRUNCATED = "truncated"
@@ -72,6 +73,30 @@ class Rejected:
     detail: str
 
 
+# Signatures of image formats, to tell "an image we cannot decode" from "not an image at all".
+_SIGNATURES = (
+    (0, b"\xff\xd8\xff", "JPEG"),
+    (0, b"\x89PNG\r\n\x1a\n", "PNG"),
+    (0, b"GIF8", "GIF"),
+    (0, b"BM", "BMP"),
+    (0, b"II*\x00", "TIFF"),
+    (0, b"MM\x00*", "TIFF"),
+    (8, b"WEBP", "WEBP"),
+    (4, b"ftypheic", "HEIC"),
+    (4, b"ftypheix", "HEIC"),
+    (4, b"ftypmif1", "HEIF"),
+    (4, b"ftypavif", "AVIF"),
+)
+
+
+def signature_format(data: bytes) -> str | None:
+    """The image format named by the file's magic bytes, whether or not we can decode it."""
+    for offset, magic, name in _SIGNATURES:
+        if data[offset : offset + len(magic)] == magic:
+            return name
+    return None
+
+
 def _open(data: bytes) -> Image.Image:
     """Opens lazily (header only); Pillow registers its optional plugins on first use."""
     Image.init()
@@ -104,6 +129,11 @@ def validate_image(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
         except Exception as error:  # noqa: BLE001
             if "truncat" in str(error).lower():
                 return Rejected(Reason.TRUNCATED, f"header cut short ({error})")
+            named = signature_format(data)
+            if named:
+                return Rejected(
+                    Reason.UNSUPPORTED_FORMAT, f"{named} signature, but this file cannot be decoded"
+                )
             return Rejected(Reason.NOT_AN_IMAGE, "no known image format in the file's header")
         with image:
             width, height = image.size

@@ -185,3 +185,12 @@ def test_every_accepted_output_decodes_with_tf_into_three_channels():
     Image.fromarray(image_files.random_rgb()).convert("LA").save(buffer, format="PNG")
     for data in (image_files.jpeg(), image_files.png(), buffer.getvalue()):
         assert decode(validate_image(data, LIMITS)).shape == (24, 32, 3)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic", b"II*\x00\x08\x00\x00\x00garbage"],
+)
+def test_image_signature_we_cannot_decode_is_unsupported_not_a_non_image(data):
+    result = validate_image(data, LIMITS)
+    assert result.reason == Reason.UNSUPPORTED_FORMAT
