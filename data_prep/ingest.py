@@ -53,24 +53,30 @@ class IngestOutputs:
 
 
 class _InspectBundle(beam.DoFn):
-    """Inspects a bundle of files and logs progress, so a long ingest is visibly moving."""
+    """Inspects a bundle of files and logs progress every few seconds, so a long ingest is
+    visibly moving without flooding the console."""
+
+    _LOG_EVERY_S = 5.0
 
     def __init__(self, limits):
         self._limits = limits
 
     def setup(self):
-        self._started, self._done = time.monotonic(), 0
+        self._started = self._last_log = time.monotonic()
+        self._done = 0
 
     def process(self, bundle: list[SourceFile]):
         outcomes = [inspect_source(source, self._limits) for source in bundle]
         self._done += len(bundle)
-        elapsed = time.monotonic() - self._started
-        LOGGER.info(
-            "ingest worker %d: %d files inspected, %.0f files/s",
-            os.getpid(),
-            self._done,
-            self._done / max(elapsed, 1e-9),
-        )
+        now = time.monotonic()
+        if now - self._last_log >= self._LOG_EVERY_S:
+            self._last_log = now
+            LOGGER.info(
+                "ingest worker %d: %d files inspected, %.0f files/s",
+                os.getpid(),
+                self._done,
+                self._done / (now - self._started),
+            )
         yield outcomes
 
 
