@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from data_prep.image_validation import ImageLimits
 
@@ -71,6 +72,14 @@ class IngestConfig:
         if not 1 <= limits.jpeg_quality <= 100:
             raise ConfigError("limits.jpeg_quality", f"{limits.jpeg_quality} is not in 1..100")
         return self
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> IngestConfig:
+        values = json.loads(text)
+        return cls(**{**values, "limits": ImageLimits(**values["limits"])})
 
     @property
     def splits(self) -> tuple[str, ...]:

@@ -171,27 +171,38 @@ def clear_previous_output(outputs: IngestOutputs) -> None:
         FileSystems.delete(stale)
 
 
-def run_ingest(
-    config: IngestConfig, outputs: IngestOutputs, beam_args: list[str] | None = None
-) -> dict:
-    """Validates the config, lists the input, runs the Beam job; returns the ingest report.
-
-    Raises IngestFailed (after writing the report) when the data cannot make a usable dataset.
-    """
+def prepare_ingest(config: IngestConfig, outputs: IngestOutputs) -> list[SourceFile]:
+    """Before any Beam work: checks the config, lists the input, clears an earlier run's output."""
     config.validate()
     sources = list_sources(config.input)
     LOGGER.info("ingest: %d files found under %s", len(sources), config.input)
     clear_previous_output(outputs)
+    return sources
+
+
+def read_ingest_report(outputs: IngestOutputs) -> dict:
+    """Reads the report the job wrote; raises IngestFailed when the data made no usable dataset."""
+    with FileSystems.open(outputs.report_path) as handle:
+        report = json.load(handle)
+    if report["failure"]:
+        raise IngestFailed(f"{report['failure']} (report: {outputs.report_path})")
+    return report
+
+
+def run_ingest(
+    config: IngestConfig, outputs: IngestOutputs, beam_args: list[str] | None = None
+) -> dict:
+    """Runs the ingest as its own Beam pipeline; returns the ingest report.
+
+    Raises IngestFailed (after writing the report) when the data cannot make a usable dataset.
+    """
+    sources = prepare_ingest(config, outputs)
     options = PipelineOptions([*DEFAULT_BEAM_ARGS, *(beam_args or [])])
     started = time.monotonic()
     with beam.Pipeline(options=options) as pipeline:
         _ = pipeline | "IngestImages" >> IngestImages(sources, config, outputs)
     elapsed = time.monotonic() - started
-    with FileSystems.open(outputs.report_path) as handle:
-        report = json.load(handle)
     LOGGER.info(
         "ingest: %d files in %.1f s (%.0f files/s)", len(sources), elapsed, len(sources) / elapsed
     )
-    if report["failure"]:
-        raise IngestFailed(f"{report['failure']} (report: {outputs.report_path})")
-    return report
+    return read_ingest_report(outputs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
 import json
 import posixpath
@@ -44,6 +45,20 @@ def list_sources(input_path: str) -> list[SourceFile]:
     if input_path.lower().endswith(MANIFEST_EXTENSIONS):
         return read_manifest(input_path)
     return list_class_folders(input_path)
+
+
+def input_fingerprint(input_path: str) -> str:
+    """A hash of every input file's path, size and modification time (and of the manifest), so
+    a changed, added or removed image changes it without any image being read."""
+    if input_path.lower().endswith(MANIFEST_EXTENSIONS):
+        patterns = [input_path] + [source.path for source in read_manifest(input_path)]
+    else:
+        patterns = [FileSystems.join(input_path.rstrip("/"), "**")]
+    items = [item for result in FileSystems.match(patterns) for item in result.metadata_list]
+    digest = hashlib.sha256()
+    for item in sorted(items, key=lambda item: item.path):
+        digest.update(f"{item.path}|{item.size_in_bytes}|{item.last_updated_in_seconds}\n".encode())
+    return digest.hexdigest()
 
 
 def list_class_folders(root: str) -> list[SourceFile]:

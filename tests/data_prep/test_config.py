@@ -36,3 +36,8 @@ def test_bad_values_fail_naming_the_field(change, field):
         dataclasses.replace(GOOD, **change).validate()
     assert error.value.field == field
     assert str(error.value).startswith(f"{field}: ")
+
+
+def test_json_round_trip_keeps_nested_limits():
+    config = dataclasses.replace(GOOD, eval_fraction=0.3, limits=ImageLimits(max_side=512))
+    assert IngestConfig.from_json(config.to_json()) == config

@@ -68,3 +68,17 @@ def test_bad_manifests_fail_naming_the_line(tmp_path, name, text, message):
 def test_image_extension_is_case_insensitive():
     assert SourceFile("a/B.JPEG", "x", "a").has_image_extension
     assert not SourceFile("a/notes.txt", "x", "a").has_image_extension
+
+
+def test_input_fingerprint_changes_when_any_image_changes(tmp_path):
+    from data_prep.sources import input_fingerprint
+
+    _touch(tmp_path / "cat/a.jpg", b"one")
+    _touch(tmp_path / "dog/b.jpg", b"two")
+    first = input_fingerprint(str(tmp_path))
+    assert input_fingerprint(str(tmp_path)) == first
+    (tmp_path / "dog/b.jpg").write_bytes(b"changed")
+    second = input_fingerprint(str(tmp_path))
+    assert second != first
+    _touch(tmp_path / "dog/c.jpg")
+    assert input_fingerprint(str(tmp_path)) not in (first, second)

@@ -1,0 +1,74 @@
+"""ImageExampleGen: the ingest Beam job as a TFX component, so the CLI and the pipeline share one
+code path.
+
+It writes a standard Examples artifact (Split-<name>/ gzip TFRecords of tf.Examples, split names,
+payload and file format) that StatisticsGen, SchemaGen, Transform and the Trainer read unchanged,
+and an IngestReport artifact (every file's fate, counts and the label map) recorded in MLMD.
+"""
+
+import json
+import os
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from tfx import v1 as tfx
+from tfx.components.util import examples_utils
+from tfx.proto import example_gen_pb2
+from tfx.types import artifact, artifact_utils, standard_artifacts
+
+from data_prep.config import IngestConfig
+from data_prep.ingest import IngestImages, IngestOutputs, prepare_ingest, read_ingest_report
+
+LABEL_MAP_FILE = "label_map.json"
+REPORT_FILE = "ingest_report.json"
+
+
+class IngestReport(artifact.Artifact):
+    """Every input file's fate (accepted, rejected with a reason, ignored) and the label map."""
+
+    TYPE_NAME = "imgpipe.IngestReport"
+
+
+def ingest_outputs(examples_uri: str, report_uri: str) -> IngestOutputs:
+    return IngestOutputs(
+        examples_uri,
+        FileSystems.join(report_uri, LABEL_MAP_FILE),
+        FileSystems.join(report_uri, REPORT_FILE),
+    )
+
+
+def load_label_map(report: artifact.Artifact) -> dict[str, int]:
+    """The class name -> id map an IngestReport artifact carries."""
+    with FileSystems.open(os.path.join(report.uri, LABEL_MAP_FILE)) as handle:
+        return json.load(handle)
+
+
+@tfx.dsl.components.component(use_beam=True)
+def ImageExampleGen(  # noqa: N802  TFX component names are classes
+    ingest_config: tfx.dsl.components.Parameter[str],
+    input_fingerprint: tfx.dsl.components.Parameter[str],
+    examples: tfx.dsl.components.OutputArtifact[standard_artifacts.Examples],
+    ingest_report: tfx.dsl.components.OutputArtifact[IngestReport],
+    beam_pipeline: tfx.dsl.components.BeamComponentParameter[beam.Pipeline] = None,
+) -> None:
+    """Ingests a folder of class folders or a manifest.
+
+    Args:
+      ingest_config: IngestConfig.to_json(), validated when the pipeline is built.
+      input_fingerprint: sources.input_fingerprint(input) at pipeline build time: part of the
+        execution's identity, so new or changed images invalidate the cache.
+    """
+    del input_fingerprint  # only there to key the cache
+    config = IngestConfig.from_json(ingest_config)
+    outputs = ingest_outputs(examples.uri, ingest_report.uri)
+    sources = prepare_ingest(config, outputs)
+    with beam_pipeline as pipeline:
+        _ = pipeline | "IngestImages" >> IngestImages(sources, config, outputs)
+    report = read_ingest_report(outputs)
+    examples.split_names = artifact_utils.encode_split_names(sorted(report["accepted_per_split"]))
+    examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
+    examples_utils.set_file_format(examples, "tfrecords_gzip")
+    for name, count in report["totals"].items():
+        ingest_report.set_int_custom_property(name, count)
+    ingest_report.set_string_custom_property("input", config.input)
+    ingest_report.set_string_custom_property("label_map", json.dumps(report["label_map"]))

@@ -1,0 +1,117 @@
+"""ImageExampleGen inside a real TFX pipeline (LocalDagRunner, SQLite MLMD) on tiny data."""
+
+import json
+
+import pytest
+import tensorflow as tf
+from ml_metadata.metadata_store import metadata_store
+from tfx import v1 as tfx
+from tfx.types import artifact_utils
+
+from components.image_example_gen import ImageExampleGen, IngestReport, load_label_map
+from data_prep import features
+from data_prep.config import IngestConfig
+from data_prep.sources import input_fingerprint
+from tests.data_prep import image_files
+
+pytestmark = pytest.mark.slow
+BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+def _run(root, images) -> None:
+    config = IngestConfig(input=str(images), max_reject_fraction=0.2).validate()
+    example_gen = ImageExampleGen(
+        ingest_config=config.to_json(), input_fingerprint=input_fingerprint(str(images))
+    )
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"])
+    pipeline = tfx.dsl.Pipeline(
+        pipeline_name="example_gen_test",
+        pipeline_root=str(root / "tfx"),
+        components=[example_gen, statistics_gen, schema_gen],
+        enable_cache=True,
+        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+            str(root / "metadata.db")
+        ),
+        beam_pipeline_args=BEAM_ARGS,
+    )
+    tfx.orchestration.LocalDagRunner().run(pipeline)
+
+
+def _store(root) -> metadata_store.MetadataStore:
+    return metadata_store.MetadataStore(
+        tfx.orchestration.metadata.sqlite_metadata_connection_config(str(root / "metadata.db"))
+    )
+
+
+@pytest.fixture(scope="module")
+def run_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run")
+    images = root / "images"
+    for label_index, label in enumerate(("apple", "pear")):
+        for i in range(15):
+            path = images / label / f"{i}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(image_files.jpeg(seed=1000 * label_index + i))
+    (images / "pear" / "broken.jpg").write_bytes(b"not a jpeg")
+    _run(root, images)
+    return root
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(run_root):
+    return _store(run_root)
+
+
+def test_examples_artifact_is_standard(pipeline_run):
+    [examples] = pipeline_run.get_artifacts_by_type("Examples")[:1]
+    assert artifact_utils.decode_split_names(examples.properties["split_names"].string_value) == [
+        "eval",
+        "train",
+    ]
+    assert examples.custom_properties["payload_format"].string_value == "FORMAT_TF_EXAMPLE"
+    files = tf.io.gfile.glob(f"{examples.uri}/Split-train/*.gz")
+    record = next(iter(tf.data.TFRecordDataset(files, compression_type="GZIP")))
+    parsed = tf.io.parse_single_example(record, features.feature_spec())
+    assert tf.io.decode_jpeg(parsed[features.IMAGE]).shape[-1] == 3
+
+
+def test_ingest_report_is_an_artifact_in_mlmd(pipeline_run):
+    [report] = pipeline_run.get_artifacts_by_type(IngestReport.TYPE_NAME)[:1]
+    props = report.custom_properties
+    assert props["found"].int_value == 31
+    assert props["accepted"].int_value == 30
+    assert props["rejected"].int_value == 1
+    assert json.loads(props["label_map"].string_value) == {"apple": 0, "pear": 1}
+    artifact = IngestReport()
+    artifact.uri = report.uri
+    assert load_label_map(artifact) == {"apple": 0, "pear": 1}
+
+
+def test_statistics_and_schema_read_the_examples_unchanged(pipeline_run):
+    [schema] = pipeline_run.get_artifacts_by_type("Schema")[:1]
+    text = tf.io.gfile.GFile(f"{schema.uri}/schema.pbtxt").read()
+    for name in (features.IMAGE, features.LABEL, features.SOURCE_PATH):
+        assert f'name: "{name}"' in text
+
+
+def _example_gen_states(store) -> list[int]:
+    executions = store.get_executions()
+    types = {t.id: t.name for t in store.get_execution_types()}
+    return [
+        e.last_known_state
+        for e in sorted(executions, key=lambda e: e.id)
+        if "ImageExampleGen" in types[e.type_id]
+    ]
+
+
+def test_unchanged_rerun_is_cached_and_a_changed_image_is_not(pipeline_run, run_root):
+    from ml_metadata.proto import metadata_store_pb2
+
+    execution = metadata_store_pb2.Execution
+    images = run_root / "images"
+    _run(run_root, images)
+    assert _example_gen_states(_store(run_root))[:2] == [execution.COMPLETE, execution.CACHED]
+    (images / "apple" / "0.jpg").write_bytes(image_files.jpeg(seed=777))
+    _run(run_root, images)
+    assert _example_gen_states(_store(run_root))[2] == execution.COMPLETE
