@@ -15,7 +15,7 @@ BUILD := build
 .PHONY: help setup test test-fast lint run-local bench
 
 help:
-	@echo "make run-local [DATA=/path/to/images]  ingest images (default: the embedded dataset)"
+	@echo "make run-local [DATA=/path/to/images]  run the pipeline (default: the embedded dataset)"
 	@echo "make test                              full test suite (builds .venv first)"
 	@echo "make test-fast                         unit tests only (seconds)"
 	@echo "make lint | make bench | make setup"
@@ -41,12 +41,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check data_prep components pipeline benchmarks tests
 
 run-local: $(STAMP)
-ifeq ($(strip $(DATA)),)
-	$(BIN)/imgpipe default-data --output $(BUILD)/default_data
-	$(BIN)/imgpipe prep --input $(BUILD)/default_data --output $(BUILD)/prep
-else
-	$(BIN)/imgpipe prep --input "$(DATA)" --output $(BUILD)/prep
-endif
+	$(BIN)/imgpipe run --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)")
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run --output $(BUILD)/bench

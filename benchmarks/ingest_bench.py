@@ -168,7 +168,7 @@ def chart(records: list[dict], path: str) -> None:
     import matplotlib.pyplot as plt
 
     speed = [r for r in records if r["unit"] == "images/s"]
-    speed.sort(key=lambda r: (r["name"].split(".")[2], r["name"]))
+    speed.sort(key=lambda r: (int(r["name"].split(".")[2]), r["name"]))
     memory = [r for r in records if r["unit"] == "MiB"]
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for axis, group, title in (
@@ -176,7 +176,11 @@ def chart(records: list[dict], path: str) -> None:
         (right, memory, "peak memory, whole process tree (MiB)"),
     ):
         names = [
-            r["name"].removeprefix("ingest.").replace(".images_per_s", "").replace(".peak_rss", "")
+            r["name"]
+            .removeprefix("ingest.")
+            .replace(".marginal_images_per_s", "\nper image")
+            .replace(".images_per_s", "")
+            .replace(".peak_rss", "")
             for r in group
         ]
         bars = axis.bar(names, [r["value"] for r in group], color="#4a7ab5")

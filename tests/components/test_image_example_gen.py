@@ -29,7 +29,6 @@ def _run(root, images) -> None:
         pipeline_name="example_gen_test",
         pipeline_root=str(root / "tfx"),
         components=[example_gen, statistics_gen, schema_gen],
-        enable_cache=True,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
             str(root / "metadata.db")
         ),
@@ -93,25 +92,3 @@ def test_statistics_and_schema_read_the_examples_unchanged(pipeline_run):
     text = tf.io.gfile.GFile(f"{schema.uri}/schema.pbtxt").read()
     for name in (features.IMAGE, features.LABEL, features.SOURCE_PATH):
         assert f'name: "{name}"' in text
-
-
-def _example_gen_states(store) -> list[int]:
-    executions = store.get_executions()
-    types = {t.id: t.name for t in store.get_execution_types()}
-    return [
-        e.last_known_state
-        for e in sorted(executions, key=lambda e: e.id)
-        if "ImageExampleGen" in types[e.type_id]
-    ]
-
-
-def test_unchanged_rerun_is_cached_and_a_changed_image_is_not(pipeline_run, run_root):
-    from ml_metadata.proto import metadata_store_pb2
-
-    execution = metadata_store_pb2.Execution
-    images = run_root / "images"
-    _run(run_root, images)
-    assert _example_gen_states(_store(run_root))[:2] == [execution.COMPLETE, execution.CACHED]
-    (images / "apple" / "0.jpg").write_bytes(image_files.jpeg(seed=777))
-    _run(run_root, images)
-    assert _example_gen_states(_store(run_root))[2] == execution.COMPLETE
