@@ -207,8 +207,13 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     print(f"run {summary.run_id} of pipeline {config.name}")
     for component in summary.components:
         print(f"  {component.node:<24} {component.state:<7} {component.seconds:7.1f} s")
+    if summary.eval_accuracy is not None:
+        print(f"eval accuracy: {summary.eval_accuracy:.4f} (threshold {config.min_accuracy})")
+    if summary.blessed is not None:
+        print(f"blessed: {'yes' if summary.blessed else 'no'}")
+    print(f"pushed: {summary.pushed_to or 'no'}")
     print(f"ML Metadata: {config.metadata_path}; artifacts under {config.pipeline_root}")
-    return 0
+    return 0 if summary.pushed_to or summary.blessed is None else 3
 
 
 def build_parser() -> argparse.ArgumentParser:

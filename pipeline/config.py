@@ -10,6 +10,7 @@ import dataclasses
 import os
 import re
 
+from components.trainer.config import TrainerConfig
 from data_prep.config import ConfigError, IngestConfig
 from data_prep.ingest import DEFAULT_BEAM_ARGS
 
@@ -22,6 +23,9 @@ class PipelineConfig:
 
     Attributes:
       ingest: how raw images become the Examples artifact (its `input` is the data).
+      trainer: how the model is trained (its image_size also sizes Transform's statistics).
+      min_accuracy: the Evaluator blesses (and the Pusher pushes) only a model whose eval
+        accuracy reaches this and does not fall below the last blessed model's.
       name: pipeline name; ML Metadata groups runs under it.
       pipeline_root: where TFX writes every artifact.
       metadata_path: the SQLite ML Metadata store of local runs.
@@ -32,6 +36,8 @@ class PipelineConfig:
     """
 
     ingest: IngestConfig
+    trainer: TrainerConfig = TrainerConfig()
+    min_accuracy: float = 0.9
     name: str = "imgpipe"
     pipeline_root: str = "build/tfx"
     metadata_path: str = "build/tfx/metadata.db"
@@ -42,13 +48,17 @@ class PipelineConfig:
     def validate(self) -> PipelineConfig:
         if not _NAME.match(self.name):
             raise ConfigError("name", f"{self.name!r} must match {_NAME.pattern}")
+        if not 0.0 <= self.min_accuracy <= 1.0:
+            raise ConfigError("min_accuracy", f"{self.min_accuracy} is not between 0 and 1")
         for field in ("pipeline_root", "metadata_path", "serving_dir"):
             if not getattr(self, field):
                 raise ConfigError(field, "is empty")
-        try:
-            self.ingest.validate()
-        except ConfigError as error:
-            raise ConfigError(f"ingest.{error.field}", str(error).split(": ", 1)[1]) from error
+        for part in ("ingest", "trainer"):
+            try:
+                getattr(self, part).validate()
+            except ConfigError as error:
+                problem = str(error).split(": ", 1)[1]
+                raise ConfigError(f"{part}.{error.field}", problem) from error
         return self
 
 

@@ -6,14 +6,65 @@ input fingerprint) and bind the result to an orchestrator.
 
 from __future__ import annotations
 
+import os
+
+import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
+import components
 from components.anomalies_gate import AnomaliesGate
 from components.image_example_gen import ImageExampleGen
+from components.trainer.export import EXAMPLES_SIGNATURE
+from components.trainer_module import TRAINER_CONFIG_KEY, trainer_config_to_json
+from components.transform_module import IMAGE_SIZE_KEY
+from data_prep import features
 from pipeline.config import PipelineConfig
 
+_COMPONENTS_DIR = os.path.dirname(components.__file__)
+TRANSFORM_MODULE = os.path.join(_COMPONENTS_DIR, "transform_module.py")
+TRAINER_MODULE = os.path.join(_COMPONENTS_DIR, "trainer_module.py")
 
-def create_pipeline(config: PipelineConfig, input_fingerprint: str) -> tfx.dsl.Pipeline:
+
+def eval_config(min_accuracy: float) -> tfma.EvalConfig:
+    """Accuracy with an absolute floor and no regression against the last blessed model, a
+    confusion matrix, and the example count."""
+    accuracy_threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_accuracy}),
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -1e-10}
+        ),
+    )
+    return tfma.EvalConfig(
+        model_specs=[
+            tfma.ModelSpec(
+                signature_name=EXAMPLES_SIGNATURE,
+                label_key=features.LABEL,
+                prediction_key="probabilities",
+            )
+        ],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=[
+            tfma.MetricsSpec(
+                metrics=[
+                    tfma.MetricConfig(class_name="ExampleCount"),
+                    tfma.MetricConfig(
+                        class_name="SparseCategoricalAccuracy", threshold=accuracy_threshold
+                    ),
+                    tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
+                ]
+            )
+        ],
+    )
+
+
+def create_pipeline(
+    config: PipelineConfig, input_fingerprint: str, code_fingerprint: str
+) -> tfx.dsl.Pipeline:
+    """Args:
+    config: a validated PipelineConfig.
+    input_fingerprint: sources.input_fingerprint of the data; new images invalidate the cache.
+    code_fingerprint: code_fingerprint.code_fingerprint(); code edits invalidate the cache.
+    """
     example_gen = ImageExampleGen(
         ingest_config=config.ingest.to_json(), input_fingerprint=input_fingerprint
     )
@@ -23,10 +74,66 @@ def create_pipeline(config: PipelineConfig, input_fingerprint: str) -> tfx.dsl.P
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
     anomalies_gate = AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        module_file=TRANSFORM_MODULE,
+        materialize=False,  # statistics only: decoded pixels are never written
+        splits_config=tfx.proto.SplitsConfig(analyze=["train"]),
+        custom_config={
+            IMAGE_SIZE_KEY: config.trainer.image_size,
+            "code_fingerprint": code_fingerprint,
+        },
+    )
+    transform.add_upstream_node(anomalies_gate)  # no statistics from data that failed validation
+    trainer = tfx.components.Trainer(
+        module_file=TRAINER_MODULE,
+        examples=example_gen.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_gen.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(splits=["train"]),
+        eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+        custom_config={
+            TRAINER_CONFIG_KEY: trainer_config_to_json(config.trainer),
+            "code_fingerprint": code_fingerprint,
+        },
+    )
+    baseline = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=baseline.outputs["model"],
+        example_splits=["eval"],
+        eval_config=eval_config(config.min_accuracy),
+    )
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(
+                base_directory=os.path.join(config.serving_dir, config.name)
+            )
+        ),
+    )
     return tfx.dsl.Pipeline(
         pipeline_name=config.name,
         pipeline_root=config.pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, anomalies_gate],
+        components=[
+            example_gen,
+            statistics_gen,
+            schema_gen,
+            example_validator,
+            anomalies_gate,
+            transform,
+            trainer,
+            baseline,
+            evaluator,
+            pusher,
+        ],
         enable_cache=config.enable_cache,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
             config.metadata_path

@@ -10,6 +10,7 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
 from data_prep.sources import input_fingerprint
+from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig
 from pipeline.factory import create_pipeline
 
@@ -32,6 +33,9 @@ class ComponentRun:
 class RunSummary:
     run_id: str
     components: tuple[ComponentRun, ...]
+    eval_accuracy: float | None = None  # None when the Evaluator did not run
+    blessed: bool | None = None
+    pushed_to: str | None = None  # the pushed model's folder; None when nothing was pushed
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -44,8 +48,8 @@ def run_local(config: PipelineConfig) -> RunSummary:
     """Validates, runs the whole pipeline, and summarizes this run from ML Metadata."""
     config.validate()
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
-    fingerprint = input_fingerprint(config.ingest.input)
-    tfx.orchestration.LocalDagRunner().run(create_pipeline(config, fingerprint))
+    pipeline = create_pipeline(config, input_fingerprint(config.ingest.input), code_fingerprint())
+    tfx.orchestration.LocalDagRunner().run(pipeline)
     return summarize_latest_run(open_store(config.metadata_path), config.name)
 
 
@@ -66,10 +70,50 @@ def summarize_latest_run(store: metadata_store.MetadataStore, pipeline_name: str
         if not any(c.id == pipeline.id for found in contexts.values() for c in found):
             continue
         components = []
+        outputs = _output_artifacts(store, [e.id for e in executions])
         for execution in executions:
             node = next(c.name for c in contexts[execution.id] if c.type_id == node_type)
             elapsed = execution.last_update_time_since_epoch - execution.create_time_since_epoch
             state = _STATES.get(execution.last_known_state, "unknown")
             components.append(ComponentRun(node.split(".", 1)[-1], state, elapsed / 1000))
-        return RunSummary(run.name, tuple(components))
+        return RunSummary(run.name, tuple(components), **_outcome(outputs))
     raise LookupError(f"no runs of pipeline {pipeline_name!r} in this metadata store")
+
+
+def _output_artifacts(store, execution_ids: list[int]) -> dict[str, list]:
+    """Artifacts the executions produced (or reused from the cache), by artifact type name."""
+    outputs = [
+        event.artifact_id
+        for event in store.get_events_by_execution_ids(execution_ids)
+        if event.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+    ]
+    by_type: dict[str, list] = {}
+    if not outputs:
+        return by_type
+    type_names = {t.id: t.name for t in store.get_artifact_types()}
+    for found in store.get_artifacts_by_id(outputs):
+        by_type.setdefault(type_names[found.type_id], []).append(found)
+    return by_type
+
+
+def _outcome(outputs: dict[str, list]) -> dict:
+    outcome = {}
+    for blessing in outputs.get("ModelBlessing", []):
+        outcome["blessed"] = bool(blessing.custom_properties["blessed"].int_value)
+    for pushed in outputs.get("PushedModel", []):
+        if pushed.custom_properties["pushed"].int_value:
+            outcome["pushed_to"] = pushed.custom_properties["pushed_destination"].string_value
+    for evaluation in outputs.get("ModelEvaluation", []):
+        outcome["eval_accuracy"] = _accuracy(evaluation.uri)
+    return outcome
+
+
+def _accuracy(evaluation_uri: str) -> float | None:
+    import tensorflow_model_analysis as tfma
+
+    result = tfma.load_eval_result(evaluation_uri)
+    for _, metrics in result.slicing_metrics:
+        value = metrics.get("", {}).get("", {}).get("sparse_categorical_accuracy")
+        if value:
+            return float(value["doubleValue"])
+    return None

@@ -1,0 +1,91 @@
+"""Trainer settings, checked before any work starts.
+
+Defaults are the full run on the embedded default dataset; `runlocal()` is the seconds-long variant
+that tests and CI use, so both exercise exactly the same code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from apache_beam.io.filesystems import FileSystems
+
+from data_prep.config import ConfigError
+
+# Backbones from tf_keras.applications, by config name; 'small_cnn' is built in model.py.
+APPLICATIONS = {
+    "resnet50": "ResNet50",
+    "mobilenet_v3_small": "MobileNetV3Small",
+    "efficientnet_b0": "EfficientNetB0",
+}
+MODELS = ("small_cnn", *APPLICATIONS)
+MIN_SHUFFLE_BATCHES = 10  # a shuffle buffer below 10 batches barely mixes consecutive records
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+    """How the model is trained.
+
+    Attributes:
+      image_size: images are resized to image_size x image_size pixels, in training and serving.
+      model: 'small_cnn' (fast, sized for the default dataset on a CPU) or a tf_keras.applications
+        backbone: 'resnet50', 'mobilenet_v3_small', 'efficientnet_b0'. Random initial weights
+        unless weights_path is given.
+      weights_path: optional weights file (.h5 or TF checkpoint) for the backbone, i.e. the model
+        without its classification head (for applications: include_top=False, pooling='avg').
+      batch_size: examples per replica per step; the global batch is this times the replicas.
+      epochs: passes over the training split.
+      learning_rate: peak Adam learning rate; it decays to zero over training on a cosine.
+      shuffle_buffer: examples in the training shuffle buffer; at least 10 batches.
+      cache_budget_bytes: memory that decoded, resized images may use when cached; each split is
+        cached only when examples x size x size x 3 x 4 bytes fits what is left of it.
+      steps_per_execution: training steps run per graph call, amortizing Python overhead.
+      seed: seeds weight initialization, file order, shuffling and augmentation.
+    """
+
+    image_size: int = 64
+    model: str = "small_cnn"
+    weights_path: str | None = None
+    batch_size: int = 64
+    epochs: int = 12
+    learning_rate: float = 3e-3
+    shuffle_buffer: int = 2048
+    cache_budget_bytes: int = 1024**3
+    steps_per_execution: int = 8
+    seed: int = 0
+
+    def validate(self) -> TrainerConfig:
+        if self.image_size < 32:
+            raise ConfigError("image_size", f"{self.image_size} is below 32 pixels")
+        if self.model not in MODELS:
+            raise ConfigError("model", f"{self.model!r} is not one of {list(MODELS)}")
+        if self.weights_path is not None and not _weights_exist(self.weights_path):
+            raise ConfigError("weights_path", f"{self.weights_path!r} does not exist")
+        for name in ("batch_size", "epochs", "steps_per_execution"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, f"{getattr(self, name)} is below 1")
+        if not 0.0 < self.learning_rate <= 1.0:
+            raise ConfigError("learning_rate", f"{self.learning_rate} is not in (0, 1]")
+        if self.shuffle_buffer < MIN_SHUFFLE_BATCHES * self.batch_size:
+            raise ConfigError(
+                "shuffle_buffer",
+                f"{self.shuffle_buffer} is below {MIN_SHUFFLE_BATCHES} x batch_size "
+                f"({MIN_SHUFFLE_BATCHES * self.batch_size})",
+            )
+        if self.cache_budget_bytes < 0:
+            raise ConfigError("cache_budget_bytes", f"{self.cache_budget_bytes} is negative")
+        if self.seed < 0:
+            raise ConfigError("seed", f"{self.seed} is negative")
+        return self
+
+
+def _weights_exist(path: str) -> bool:
+    """An .h5 file, or a TF checkpoint given by its prefix (which is not itself a file)."""
+    return FileSystems.exists(path) or FileSystems.exists(path + ".index")
+
+
+def runlocal() -> TrainerConfig:
+    """A few seconds of training on tiny images: proves the whole path works, learns nothing."""
+    return TrainerConfig(
+        image_size=32, batch_size=4, epochs=1, shuffle_buffer=40, steps_per_execution=2
+    )

@@ -1,0 +1,61 @@
+"""Exports the trained model as a SavedModel that decodes and preprocesses its own inputs.
+
+Both signatures call the same preprocess_image as training, with the normalization constants baked
+into the graph, so serving cannot drift from training:
+  serving_default: serialized tf.Examples (input 'examples'), as TFMA and TF Serving send them;
+    only the image feature is read.
+  serving_images: raw encoded image bytes, JPEG or PNG (input 'images'), for clients without
+    tf.Example.
+Both return class_ids (int64 [batch]), class_names (string [batch]) and probabilities (float32
+[batch, classes], in label-id order).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras as keras
+
+from components.trainer.preprocessing import CHANNELS, Normalization, preprocess_image
+from data_prep import features
+
+EXAMPLES_SIGNATURE = "serving_default"
+IMAGES_SIGNATURE = "serving_images"
+
+
+def export_model(
+    model: keras.Model,
+    export_dir: str,
+    image_size: int,
+    label_names: list[str],
+    normalization: Normalization,
+) -> str:
+    """Saves `model` (normalized images -> probabilities) with both signatures; returns the path."""
+    class_names = tf.constant(list(label_names), tf.string)
+    image_spec = tf.TensorSpec([image_size, image_size, CHANNELS], tf.float32)
+
+    def predict(encoded: tf.Tensor) -> dict[str, tf.Tensor]:
+        images = tf.map_fn(
+            lambda one: preprocess_image(one, image_size, normalization),
+            encoded,
+            fn_output_signature=image_spec,
+        )
+        probabilities = model(images, training=False)
+        class_ids = tf.argmax(probabilities, axis=-1)
+        return {
+            "class_ids": class_ids,
+            "class_names": tf.gather(class_names, class_ids),
+            "probabilities": probabilities,
+        }
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve_examples(examples):
+        parse_spec = {features.IMAGE: features.feature_spec()[features.IMAGE]}
+        return predict(tf.io.parse_example(examples, parse_spec)[features.IMAGE])
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
+    def serve_images(images):
+        return predict(images)
+
+    signatures = {EXAMPLES_SIGNATURE: serve_examples, IMAGES_SIGNATURE: serve_images}
+    model.save(export_dir, save_format="tf", signatures=signatures)
+    return export_dir

@@ -1,0 +1,89 @@
+"""Transform's module: what the model needs from the whole train split, computed with Beam.
+
+Per-channel pixel mean and standard deviation at the model's input size (through the same
+decode-and-resize the trainer and serving run), and the label vocabulary with each class's count
+(for class weights). Pixels are decoded only to be summarized; Transform runs with
+materialize=False, so no decoded image is ever written.
+"""
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from components.trainer.preprocessing import CHANNELS, Normalization, decode_and_resize
+from data_prep import features
+
+PIXEL_MEAN = "pixel_mean"
+PIXEL_STD = "pixel_std"
+LABEL_VOCABULARY = "labels"  # vocabulary file: "<count> <label id>:<label name>" per line
+IMAGE_SIZE_KEY = "image_size"  # custom_config key
+
+
+def preprocessing_fn(inputs: dict, custom_config: dict) -> dict:
+    image_size = int(custom_config[IMAGE_SIZE_KEY])
+    encoded = tf.reshape(inputs[features.IMAGE], [-1])
+    images = tf.map_fn(
+        lambda one: decode_and_resize(one, image_size),
+        encoded,
+        fn_output_signature=tf.TensorSpec([image_size, image_size, CHANNELS], tf.float32),
+    )
+    # Every image has the same pixel count, so the mean of per-image means is the pixel mean.
+    mean = tft.mean(tf.reduce_mean(images, axis=[1, 2]), reduce_instance_dims=False)
+    mean_square = tft.mean(
+        tf.reduce_mean(tf.square(images), axis=[1, 2]), reduce_instance_dims=False
+    )
+    std = tf.sqrt(tf.maximum(mean_square - tf.square(mean), 0.0))
+    labels = tf.strings.join(
+        [
+            tf.strings.as_string(tf.reshape(inputs[features.LABEL], [-1])),
+            tf.reshape(inputs[features.LABEL_NAME], [-1]),
+        ],
+        separator=":",
+    )
+    tft.vocabulary(labels, vocab_filename=LABEL_VOCABULARY, store_frequency=True)
+    batch = tf.shape(encoded)[:1]
+    return {
+        features.LABEL: tf.reshape(inputs[features.LABEL], [-1]),
+        PIXEL_MEAN: tf.tile(mean[tf.newaxis], tf.concat([batch, [1]], 0)),
+        PIXEL_STD: tf.tile(std[tf.newaxis], tf.concat([batch, [1]], 0)),
+    }
+
+
+def normalization_from_transform(transform_output: tft.TFTransformOutput) -> Normalization:
+    """The train split's pixel statistics baked into a transform graph."""
+    probe = _probe_example()
+    raw = tf.io.parse_example([probe], transform_output.raw_feature_spec())
+    transformed = transform_output.transform_features_layer()(raw)
+    mean = transformed[PIXEL_MEAN][0].numpy().tolist()
+    std = transformed[PIXEL_STD][0].numpy().tolist()
+    return Normalization(tuple(mean), tuple(std)).validate()
+
+
+def class_counts(transform_output: tft.TFTransformOutput) -> dict[str, int]:
+    """Examples per class name in the train split, from the label vocabulary."""
+    return {name: count for _, name, count in _labels(transform_output)}
+
+
+def label_names(transform_output: tft.TFTransformOutput) -> list[str]:
+    """Class names in label-id order, as the model's outputs are."""
+    labels = sorted(_labels(transform_output))
+    if [label_id for label_id, _, _ in labels] != list(range(len(labels))):
+        raise ValueError(f"train split lacks some label ids: {[(i, n) for i, n, _ in labels]}")
+    return [name for _, name, _ in labels]
+
+
+def _labels(transform_output) -> list[tuple[int, str, int]]:
+    found = []
+    for line in transform_output.vocabulary_by_name(LABEL_VOCABULARY):
+        text = line.decode() if isinstance(line, bytes) else line
+        count, label = text.split(" ", 1)
+        label_id, name = label.split(":", 1)
+        found.append((int(label_id), name, int(float(count))))
+    return found
+
+
+def _probe_example() -> bytes:
+    """A one-pixel example: the statistics do not depend on it, but the graph needs an input."""
+    pixel = tf.io.encode_png(tf.zeros([1, 1, CHANNELS], tf.uint8)).numpy()
+    row = {name: b"probe" for name in features.FEATURE_NAMES}
+    row.update({features.IMAGE: pixel, features.HEIGHT: 1, features.WIDTH: 1, features.LABEL: 0})
+    return features.serialize_example(row)

@@ -1,0 +1,122 @@
+"""The tf.data pipelines: static training shapes, complete deterministic evaluation, cache rules."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.trainer import input_pipeline
+from components.trainer.preprocessing import Normalization
+from tests.components.trainer.conftest import EXAMPLES_PER_SHARD, LABEL_NAMES, SHARDS
+
+NORMALIZATION = Normalization(mean=(127.0, 127.0, 127.0), std=(64.0, 64.0, 64.0))
+SIZE = 32
+BATCH = 4
+EXAMPLES = SHARDS * EXAMPLES_PER_SHARD
+ONE_IMAGE_BYTES = SIZE * SIZE * 3 * 4
+
+
+def _plan(pattern, training=True, budget=2**30):
+    return input_pipeline.plan_pipeline("train", pattern, SIZE, BATCH, budget, training)
+
+
+def test_plan_counts_shards_and_examples(shard_pattern):
+    plan = _plan(shard_pattern)
+
+    assert len(plan.files) == plan.parallel_reads == SHARDS
+    assert plan.examples == EXAMPLES
+    assert plan.cache and plan.cache_bytes == EXAMPLES * ONE_IMAGE_BYTES
+    assert "cache on" in plan.describe() and "fits budget" in plan.describe()
+
+
+def test_cache_is_off_when_the_estimate_exceeds_the_budget(shard_pattern):
+    fits = _plan(shard_pattern, budget=EXAMPLES * ONE_IMAGE_BYTES)
+    too_big = _plan(shard_pattern, budget=EXAMPLES * ONE_IMAGE_BYTES - 1)
+
+    assert fits.cache
+    assert not too_big.cache and too_big.cache_bytes == 0
+    assert "cache off" in too_big.describe() and "exceeds budget" in too_big.describe()
+
+
+def test_no_matching_files_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="no files match"):
+        input_pipeline.resolve_files(str(tmp_path / "*.gz"))
+
+
+@pytest.mark.parametrize("budget", [2**30, 0], ids=["cached", "uncached"])
+def test_training_batches_have_fully_static_shapes(shard_pattern, budget):
+    plan = _plan(shard_pattern, budget=budget)
+    dataset = input_pipeline.training_dataset(plan, SIZE, NORMALIZATION, 40, seed=0)
+
+    images, labels = dataset.element_spec
+    assert images.shape == (BATCH, SIZE, SIZE, 3) and images.dtype == tf.float32
+    assert labels.shape == (BATCH,) and labels.dtype == tf.int64
+    # 14 examples in batches of 4: eight batches cross several epoch boundaries, all full.
+    for images, labels in dataset.take(8):
+        assert images.shape == (BATCH, SIZE, SIZE, 3)
+        assert set(labels.numpy()) <= set(range(len(LABEL_NAMES)))
+        assert np.isfinite(images.numpy()).all()
+
+
+def test_eval_sees_every_example_once_in_a_fixed_order(shard_pattern):
+    plan = _plan(shard_pattern, training=False)
+    dataset = input_pipeline.eval_dataset(plan, SIZE, NORMALIZATION)
+
+    first = [labels.numpy() for _, labels in dataset]
+    second = [labels.numpy() for _, labels in dataset]
+    sizes = [len(labels) for labels in first]
+
+    assert sizes == [BATCH, BATCH, BATCH, EXAMPLES - 3 * BATCH]  # the partial batch is kept
+    np.testing.assert_array_equal(np.concatenate(first), np.concatenate(second))
+    # Shards are read round-robin (one example from each in turn), always in the same order.
+    indices = np.arange(EXAMPLES).reshape(SHARDS, EXAMPLES_PER_SHARD).T.ravel()
+    np.testing.assert_array_equal(np.concatenate(first), indices % len(LABEL_NAMES))
+
+
+def test_eval_images_are_unaugmented(shard_pattern):
+    """The cached and uncached eval pipelines give identical images, epoch after epoch."""
+    cached = input_pipeline.eval_dataset(_plan(shard_pattern, False), SIZE, NORMALIZATION)
+    uncached = input_pipeline.eval_dataset(_plan(shard_pattern, False, 0), SIZE, NORMALIZATION)
+
+    for (a, _), (b, _), (c, _) in zip(cached, cached, uncached, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(a.numpy(), c.numpy())
+
+
+def test_augment_eager_equals_map_and_changes_the_image():
+    image = tf.random.stateless_normal([SIZE, SIZE, 3], seed=[1, 2])
+    seed = tf.constant([7, 3], tf.int64)
+
+    eager = input_pipeline.augment(image, seed).numpy()
+    dataset = tf.data.Dataset.from_tensors((image, seed)).map(input_pipeline.augment)
+    in_map = next(iter(dataset)).numpy()
+
+    np.testing.assert_allclose(eager, in_map, rtol=1e-6, atol=1e-6)
+    assert eager.shape == (SIZE, SIZE, 3)
+    assert not np.allclose(eager, image.numpy())
+    other = input_pipeline.augment(image, tf.constant([7, 4], tf.int64)).numpy()
+    assert not np.allclose(eager, other)
+
+
+def test_random_crop_eager_equals_map_and_keeps_the_shape():
+    image = tf.random.stateless_normal([SIZE, SIZE, 3], seed=[3, 4])
+    seed = tf.constant([5, 6], tf.int64)
+
+    eager = input_pipeline.random_crop(image, seed).numpy()
+    dataset = tf.data.Dataset.from_tensors((image, seed)).map(input_pipeline.random_crop)
+
+    np.testing.assert_allclose(eager, next(iter(dataset)).numpy(), rtol=1e-6, atol=1e-6)
+    assert eager.shape == (SIZE, SIZE, 3)
+
+
+def test_decode_example_eager_equals_map(shard_dir):
+    files = sorted(str(path) for path in shard_dir.iterdir())
+    record = next(iter(tf.data.TFRecordDataset(files[:1], compression_type="GZIP")))
+
+    def fn(value):
+        return input_pipeline.decode_example(value, SIZE, NORMALIZATION)
+
+    image, label = fn(record)
+    mapped_image, mapped_label = next(iter(tf.data.Dataset.from_tensors(record).map(fn)))
+
+    np.testing.assert_array_equal(image.numpy(), mapped_image.numpy())
+    assert label.numpy() == mapped_label.numpy() == 0
