@@ -35,7 +35,10 @@ class TrainerConfig:
         without its classification head (for applications: include_top=False, pooling='avg').
       batch_size: examples per replica per step; the global batch is this times the replicas.
       epochs: passes over the training split.
-      learning_rate: peak Adam learning rate; it decays to zero over training on a cosine.
+      learning_rate: peak Adam learning rate, reached after warmup_epochs of linear warmup, then
+        decayed to zero on a cosine.
+      warmup_epochs: epochs of linear warmup from zero; fewer than epochs. Without it, Adam's first
+        large steps can leave a plain CNN near chance for many epochs.
       shuffle_buffer: examples in the training shuffle buffer; at least 10 batches.
       cache_budget_bytes: memory that decoded, resized images may use when cached; each split is
         cached only when examples x size x size x 3 x 4 bytes fits what is left of it.
@@ -47,8 +50,9 @@ class TrainerConfig:
     model: str = "small_cnn"
     weights_path: str | None = None
     batch_size: int = 64
-    epochs: int = 12
+    epochs: int = 30
     learning_rate: float = 3e-3
+    warmup_epochs: int = 2
     shuffle_buffer: int = 2048
     cache_budget_bytes: int = 1024**3
     steps_per_execution: int = 8
@@ -64,6 +68,10 @@ class TrainerConfig:
         for name in ("batch_size", "epochs", "steps_per_execution"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"{getattr(self, name)} is below 1")
+        if not 0 <= self.warmup_epochs < self.epochs:
+            raise ConfigError(
+                "warmup_epochs", f"{self.warmup_epochs} is not in 0..epochs-1 ({self.epochs - 1})"
+            )
         if not 0.0 < self.learning_rate <= 1.0:
             raise ConfigError("learning_rate", f"{self.learning_rate} is not in (0, 1]")
         if self.shuffle_buffer < MIN_SHUFFLE_BATCHES * self.batch_size:
@@ -87,5 +95,10 @@ def _weights_exist(path: str) -> bool:
 def runlocal() -> TrainerConfig:
     """A few seconds of training on tiny images: proves the whole path works, learns nothing."""
     return TrainerConfig(
-        image_size=32, batch_size=4, epochs=1, shuffle_buffer=40, steps_per_execution=2
+        image_size=32,
+        batch_size=4,
+        epochs=1,
+        warmup_epochs=0,
+        shuffle_buffer=40,
+        steps_per_execution=2,
     )

@@ -71,8 +71,12 @@ def train(
 
     with strategy.scope():
         model = build_model(config, len(label_names))
+        warmup_steps = steps_per_epoch * config.warmup_epochs
         schedule = keras.optimizers.schedules.CosineDecay(
-            config.learning_rate, decay_steps=steps_per_epoch * config.epochs
+            0.0,
+            decay_steps=steps_per_epoch * config.epochs - warmup_steps,
+            warmup_target=config.learning_rate,
+            warmup_steps=warmup_steps,
         )
         model.compile(
             optimizer=keras.optimizers.Adam(schedule),

@@ -23,6 +23,8 @@ def test_defaults_and_runlocal_are_valid():
         ({"weights_path": "/no/such/weights.h5"}, "weights_path"),
         ({"batch_size": 0}, "batch_size"),
         ({"epochs": 0}, "epochs"),
+        ({"epochs": 3, "warmup_epochs": 3}, "warmup_epochs"),
+        ({"warmup_epochs": -1}, "warmup_epochs"),
         ({"steps_per_execution": 0}, "steps_per_execution"),
         ({"learning_rate": 0.0}, "learning_rate"),
         ({"learning_rate": 2.0}, "learning_rate"),
