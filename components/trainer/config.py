@@ -41,7 +41,8 @@ class TrainerConfig:
         large steps can leave a plain CNN near chance for many epochs.
       shuffle_buffer: examples in the training shuffle buffer; at least 10 batches.
       cache_budget_bytes: memory that decoded, resized images may use when cached; each split is
-        cached only when examples x size x size x 3 x 4 bytes fits what is left of it.
+        cached only when examples x size x size x 3 x 4 bytes fits what is left of it. The
+        training shuffle buffer then holds decoded images too (at most one split's worth).
       steps_per_execution: training steps run per graph call, amortizing Python overhead.
       seed: seeds weight initialization, file order, shuffling and augmentation.
     """

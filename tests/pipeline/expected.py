@@ -1,0 +1,14 @@
+"""The pipeline's node ids, as tests expect create_pipeline() to wire them."""
+
+COMPONENTS = (
+    "ImageExampleGen",
+    "latest_blessed_model_resolver",
+    "StatisticsGen",
+    "SchemaGen",
+    "ExampleValidator",
+    "AnomaliesGate",
+    "Transform",
+    "Trainer",
+    "Evaluator",
+    "Pusher",
+)
