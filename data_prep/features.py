@@ -23,6 +23,7 @@ SHA256 = "sha256"  # hex digest of the original file's bytes
 _BYTES = (IMAGE, IMAGE_FORMAT, LABEL_NAME, SOURCE_PATH, SHA256)
 _INT64 = (HEIGHT, WIDTH, LABEL)
 FEATURE_NAMES = _BYTES + _INT64
+_MAP_ORDER = tuple(sorted(FEATURE_NAMES))  # deterministic protobuf writes map entries by key
 
 
 def feature_spec() -> dict:
@@ -39,8 +40,8 @@ def serialize_example(row: dict) -> bytes:
     missing = set(FEATURE_NAMES) - set(row)
     if missing:
         raise ValueError(f"example is missing features {sorted(missing)}")
-    entries = b""
-    for name in sorted(FEATURE_NAMES):  # map entries in key order, as deterministic protobuf
+    entries = []
+    for name in _MAP_ORDER:
         value = row[name]
         if name in _INT64:
             packed = _varint(int(value) & 0xFFFFFFFFFFFFFFFF)
@@ -48,8 +49,8 @@ def serialize_example(row: dict) -> bytes:
         else:
             raw = value.encode() if isinstance(value, str) else bytes(value)
             feature = _field(1, _field(1, raw))  # Feature.bytes_list{value}
-        entries += _field(1, _field(1, name.encode()) + _field(2, feature))
-    return _field(1, entries)  # Example.features{feature: entries}
+        entries.append(_field(1, _field(1, name.encode()) + _field(2, feature)))
+    return _field(1, b"".join(entries))  # Example.features{feature: entries}
 
 
 def _field(number: int, payload: bytes) -> bytes:
