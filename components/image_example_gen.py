@@ -21,6 +21,8 @@ from data_prep.ingest import IngestImages, IngestOutputs, prepare_ingest, read_i
 
 LABEL_MAP_FILE = "label_map.json"
 REPORT_FILE = "ingest_report.json"
+# Custom property of the Examples artifact: runners compare it to number the next span.
+INPUT_FINGERPRINT_PROPERTY = "input_fingerprint"
 
 
 class IngestReport(artifact.Artifact):
@@ -47,6 +49,7 @@ def load_label_map(report: artifact.Artifact) -> dict[str, int]:
 def ImageExampleGen(  # noqa: N802  TFX component names are classes
     ingest_config: tfx.dsl.components.Parameter[str],
     input_fingerprint: tfx.dsl.components.Parameter[str],
+    span: tfx.dsl.components.Parameter[int],
     examples: tfx.dsl.components.OutputArtifact[standard_artifacts.Examples],
     ingest_report: tfx.dsl.components.OutputArtifact[IngestReport],
     beam_pipeline: tfx.dsl.components.BeamComponentParameter[beam.Pipeline] = None,
@@ -57,8 +60,8 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
       ingest_config: IngestConfig.to_json(), validated when the pipeline is built.
       input_fingerprint: sources.input_fingerprint(input) at pipeline build time: part of the
         execution's identity, so new or changed images invalidate the cache.
+      span: the data drop this ingest is (see pipeline/data_snapshot.py), set on the Examples.
     """
-    del input_fingerprint  # only there to key the cache
     config = IngestConfig.from_json(ingest_config)
     outputs = ingest_outputs(examples.uri, ingest_report.uri)
     sources = prepare_ingest(config, outputs)
@@ -68,7 +71,10 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
     examples.split_names = artifact_utils.encode_split_names(sorted(report["accepted_per_split"]))
     examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
     examples_utils.set_file_format(examples, "tfrecords_gzip")
+    examples.span = span
+    examples.set_string_custom_property(INPUT_FINGERPRINT_PROPERTY, input_fingerprint)
     for name, count in report["totals"].items():
         ingest_report.set_int_custom_property(name, count)
     ingest_report.set_string_custom_property("input", config.input)
+    ingest_report.set_int_custom_property("span", span)
     ingest_report.set_string_custom_property("label_map", json.dumps(report["label_map"]))

@@ -207,8 +207,15 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     print(f"run {summary.run_id} of pipeline {config.name}")
     for component in summary.components:
         print(f"  {component.node:<24} {component.state:<7} {component.seconds:7.1f} s")
+    if summary.span is not None:
+        news = "new data, ingested now" if summary.new_data else "unchanged input, from the cache"
+        print(f"data: span {summary.span} ({news})")
     if summary.eval_accuracy is not None:
         print(f"eval accuracy: {summary.eval_accuracy:.4f} (threshold {config.min_accuracy})")
+    for class_id, metrics in summary.per_class.items():
+        name = summary.class_names[class_id] if class_id < len(summary.class_names) else "?"
+        scores = "  ".join(f"{key} {value:.3f}" for key, value in metrics.items())
+        print(f"  class {class_id} {name:<20} {scores}")
     if summary.blessed is not None:
         print(f"blessed: {'yes' if summary.blessed else 'no'}")
     print(f"pushed: {summary.pushed_to or 'no'}")

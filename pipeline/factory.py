@@ -18,16 +18,23 @@ from components.trainer.export import EXAMPLES_SIGNATURE
 from components.trainer_module import TRAINER_CONFIG_KEY, trainer_config_to_json
 from components.transform_module import IMAGE_SIZE_KEY
 from data_prep import features
+from pipeline.baseline_strategy import (
+    BLESSING_KEY,
+    CANDIDATE_KEY,
+    MODEL_KEY,
+    BaselineBeforeCandidateStrategy,
+)
 from pipeline.config import PipelineConfig
+from pipeline.data_snapshot import DataSnapshot
 
 _COMPONENTS_DIR = os.path.dirname(components.__file__)
 TRANSFORM_MODULE = os.path.join(_COMPONENTS_DIR, "transform_module.py")
 TRAINER_MODULE = os.path.join(_COMPONENTS_DIR, "trainer_module.py")
 
 
-def eval_config(min_accuracy: float) -> tfma.EvalConfig:
-    """Accuracy with an absolute floor and no regression against the last blessed model, a
-    confusion matrix, and the example count."""
+def eval_config(min_accuracy: float, num_classes: int) -> tfma.EvalConfig:
+    """Accuracy with an absolute floor and no regression against the baseline model, precision
+    and recall of each class (by label id), a confusion matrix, and the example count."""
     accuracy_threshold = tfma.MetricThreshold(
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_accuracy}),
         change_threshold=tfma.GenericChangeThreshold(
@@ -52,21 +59,28 @@ def eval_config(min_accuracy: float) -> tfma.EvalConfig:
                     ),
                     tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
                 ]
-            )
+            ),
+            tfma.MetricsSpec(
+                metrics=[
+                    tfma.MetricConfig(class_name="Precision"),
+                    tfma.MetricConfig(class_name="Recall"),
+                ],
+                binarize=tfma.BinarizationOptions(class_ids={"values": range(num_classes)}),
+            ),
         ],
     )
 
 
 def create_pipeline(
-    config: PipelineConfig, input_fingerprint: str, code_fingerprint: str
+    config: PipelineConfig, data: DataSnapshot, code_fingerprint: str
 ) -> tfx.dsl.Pipeline:
     """Args:
     config: a validated PipelineConfig.
-    input_fingerprint: sources.input_fingerprint of the data; new images invalidate the cache.
+    data: the input's fingerprint (new images invalidate the cache), span and classes.
     code_fingerprint: code_fingerprint.code_fingerprint(); code edits invalidate the cache.
     """
     example_gen = ImageExampleGen(
-        ingest_config=config.ingest.to_json(), input_fingerprint=input_fingerprint
+        ingest_config=config.ingest.to_json(), input_fingerprint=data.fingerprint, span=data.span
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"])
@@ -99,16 +113,19 @@ def create_pipeline(
         },
     )
     baseline = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+        strategy_class=BaselineBeforeCandidateStrategy,
+        **{
+            CANDIDATE_KEY: trainer.outputs["model"],
+            MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+            BLESSING_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+        },
+    ).with_id("baseline_model_resolver")
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
-        baseline_model=baseline.outputs["model"],
+        baseline_model=baseline.outputs[MODEL_KEY],
         example_splits=["eval"],
-        eval_config=eval_config(config.min_accuracy),
+        eval_config=eval_config(config.min_accuracy, len(data.class_names)),
     )
     pusher = tfx.components.Pusher(
         model=trainer.outputs["model"],

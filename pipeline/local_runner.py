@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
-from data_prep.sources import input_fingerprint
+from components.image_example_gen import IngestReport
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig
+from pipeline.data_snapshot import EXAMPLE_GEN_NODE, take_snapshot
 from pipeline.factory import create_pipeline
 
+CLASS_SUB_KEY_PREFIX = "classId:"  # TFMA's sub key of metrics binarized by class id
 _STATES = {
     metadata_store_pb2.Execution.COMPLETE: "ran",
     metadata_store_pb2.Execution.CACHED: "cached",
@@ -33,7 +36,12 @@ class ComponentRun:
 class RunSummary:
     run_id: str
     components: tuple[ComponentRun, ...]
+    span: int | None = None  # the data span this run trained on
+    new_data: bool | None = None  # True when this run ingested the span (not from the cache)
+    class_names: tuple[str, ...] = ()  # by label id, from the ingest's label map
     eval_accuracy: float | None = None  # None when the Evaluator did not run
+    # Precision and recall of each class on the eval split, by label id.
+    per_class: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
     blessed: bool | None = None
     pushed_to: str | None = None  # the pushed model's folder; None when nothing was pushed
 
@@ -48,9 +56,11 @@ def run_local(config: PipelineConfig) -> RunSummary:
     """Validates, runs the whole pipeline, and summarizes this run from ML Metadata."""
     config.validate()
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
-    pipeline = create_pipeline(config, input_fingerprint(config.ingest.input), code_fingerprint())
+    store = open_store(config.metadata_path)
+    data = take_snapshot(config.ingest.input, store, config.name)
+    pipeline = create_pipeline(config, data, code_fingerprint())
     tfx.orchestration.LocalDagRunner().run(pipeline)
-    return summarize_latest_run(open_store(config.metadata_path), config.name)
+    return summarize_latest_run(store, config.name)
 
 
 def summarize_latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> RunSummary:
@@ -76,7 +86,9 @@ def summarize_latest_run(store: metadata_store.MetadataStore, pipeline_name: str
             elapsed = execution.last_update_time_since_epoch - execution.create_time_since_epoch
             state = _STATES.get(execution.last_known_state, "unknown")
             components.append(ComponentRun(node.split(".", 1)[-1], state, elapsed / 1000))
-        return RunSummary(run.name, tuple(components), **_outcome(outputs))
+        return RunSummary(
+            run.name, tuple(components), **_data(components, outputs), **_outcome(outputs)
+        )
     raise LookupError(f"no runs of pipeline {pipeline_name!r} in this metadata store")
 
 
@@ -96,6 +108,20 @@ def _output_artifacts(store, execution_ids: list[int]) -> dict[str, list]:
     return by_type
 
 
+def _data(components: list[ComponentRun], outputs: dict[str, list]) -> dict:
+    spans = [examples.properties["span"].int_value for examples in outputs.get("Examples", [])]
+    ingest = [c.state for c in components if c.node == EXAMPLE_GEN_NODE]
+    label_maps = [
+        json.loads(report.custom_properties["label_map"].string_value)
+        for report in outputs.get(IngestReport.TYPE_NAME, [])
+    ]
+    return {
+        "span": spans[0] if spans else None,
+        "new_data": ingest[0] == "ran" if ingest else None,
+        "class_names": tuple(sorted(label_maps[0], key=label_maps[0].get)) if label_maps else (),
+    }
+
+
 def _outcome(outputs: dict[str, list]) -> dict:
     outcome = {}
     for blessing in outputs.get("ModelBlessing", []):
@@ -104,16 +130,27 @@ def _outcome(outputs: dict[str, list]) -> dict:
         if pushed.custom_properties["pushed"].int_value:
             outcome["pushed_to"] = pushed.custom_properties["pushed_destination"].string_value
     for evaluation in outputs.get("ModelEvaluation", []):
-        outcome["eval_accuracy"] = _accuracy(evaluation.uri)
+        outcome.update(_eval_metrics(evaluation.uri))
     return outcome
 
 
-def _accuracy(evaluation_uri: str) -> float | None:
+def _eval_metrics(evaluation_uri: str) -> dict:
+    """Overall accuracy and per-class precision/recall of the overall slice."""
     import tensorflow_model_analysis as tfma
 
     result = tfma.load_eval_result(evaluation_uri)
-    for _, metrics in result.slicing_metrics:
-        value = metrics.get("", {}).get("", {}).get("sparse_categorical_accuracy")
-        if value:
-            return float(value["doubleValue"])
-    return None
+    overall = next(metrics for key, metrics in result.slicing_metrics if key == ())[""]
+    per_class: dict[int, dict[str, float]] = {}
+    for sub_key, values in overall.items():
+        if sub_key.startswith(CLASS_SUB_KEY_PREFIX):
+            class_id = int(sub_key.removeprefix(CLASS_SUB_KEY_PREFIX))
+            per_class[class_id] = {
+                name: float(values[name]["doubleValue"])
+                for name in ("precision", "recall")
+                if name in values
+            }
+    accuracy = overall.get("", {}).get("sparse_categorical_accuracy")
+    return {
+        "eval_accuracy": float(accuracy["doubleValue"]) if accuracy else None,
+        "per_class": dict(sorted(per_class.items())),
+    }

@@ -21,7 +21,9 @@ BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 def _run(root, images) -> None:
     config = IngestConfig(input=str(images), max_reject_fraction=0.2).validate()
     example_gen = ImageExampleGen(
-        ingest_config=config.to_json(), input_fingerprint=input_fingerprint(str(images))
+        ingest_config=config.to_json(),
+        input_fingerprint=input_fingerprint(str(images)),
+        span=3,
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"])

@@ -2,7 +2,7 @@
 
 COMPONENTS = (
     "ImageExampleGen",
-    "latest_blessed_model_resolver",
+    "baseline_model_resolver",
     "StatisticsGen",
     "SchemaGen",
     "ExampleValidator",

@@ -1,0 +1,76 @@
+"""What a run is about to ingest: a fingerprint of the input, its span number and its classes.
+
+Runners compute it before building the pipeline, so create_pipeline() stays pure. A span numbers a
+data drop: the first ingest of a pipeline is span 1; whenever the input's fingerprint differs from
+the newest span's, the run ingests a new span (n + 1), so new images arriving in the same folder
+(or a manifest that now lists more) retrain the model on fresh data. An unchanged input keeps its
+span, and ImageExampleGen is answered from the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from components.image_example_gen import INPUT_FINGERPRINT_PROPERTY
+from data_prep.sources import input_fingerprint, list_sources
+
+EXAMPLE_GEN_NODE = "ImageExampleGen"
+FIRST_SPAN = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSnapshot:
+    """Attributes:
+    fingerprint: sources.input_fingerprint of the input (paths, sizes, modification times).
+    span: the span this input is ingested as.
+    class_names: the label of every image file in the input, sorted; their count sizes the
+      Evaluator's per-class metrics (a class whose every image is rejected leaves an empty slot).
+    previous_span: the newest span already ingested, or None on a pipeline's first ingest.
+    """
+
+    fingerprint: str
+    span: int
+    class_names: tuple[str, ...]
+    previous_span: int | None = None
+
+    @property
+    def is_new_data(self) -> bool:
+        return self.span != self.previous_span
+
+
+def take_snapshot(
+    input_path: str, store: metadata_store.MetadataStore, pipeline_name: str
+) -> DataSnapshot:
+    """Fingerprints and lists the input, and numbers its span against the spans in the store."""
+    fingerprint = input_fingerprint(input_path)
+    class_names = tuple(
+        sorted({source.label for source in list_sources(input_path) if source.label})
+    )
+    newest = newest_span(store, pipeline_name)
+    if newest is None:
+        return DataSnapshot(fingerprint, FIRST_SPAN, class_names)
+    span, newest_fingerprint = newest
+    next_span = span if fingerprint == newest_fingerprint else span + 1
+    return DataSnapshot(fingerprint, next_span, class_names, previous_span=span)
+
+
+def newest_span(store: metadata_store.MetadataStore, pipeline_name: str) -> tuple[int, str] | None:
+    """(span, input fingerprint) of the newest live Examples ImageExampleGen wrote, if any."""
+    node = store.get_context_by_type_and_name("node", f"{pipeline_name}.{EXAMPLE_GEN_NODE}")
+    if node is None:  # this pipeline never ingested (or the store is new)
+        return None
+    examples_type = store.get_artifact_type("Examples")
+    spans = [
+        (artifact.properties["span"].int_value, artifact.id, artifact)
+        for artifact in store.get_artifacts_by_context(node.id)
+        if artifact.type_id == examples_type.id
+        and artifact.state == metadata_store_pb2.Artifact.LIVE
+        and INPUT_FINGERPRINT_PROPERTY in artifact.custom_properties
+    ]
+    if not spans:
+        return None
+    span, _, artifact = max(spans, key=lambda found: found[:2])
+    return span, artifact.custom_properties[INPUT_FINGERPRINT_PROPERTY].string_value

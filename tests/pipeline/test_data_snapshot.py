@@ -1,0 +1,69 @@
+from ml_metadata.proto import metadata_store_pb2
+
+from pipeline.data_snapshot import FIRST_SPAN, newest_span, take_snapshot
+from pipeline.local_runner import open_store
+from tests.data_prep import image_files
+
+
+def _record_examples(store, pipeline_name, span, fingerprint, state=None):
+    """Puts an Examples artifact into the ImageExampleGen node context, as TFX would."""
+    context_type = store.put_context_type(metadata_store_pb2.ContextType(name="node"))
+    node_name = f"{pipeline_name}.ImageExampleGen"
+    node = store.get_context_by_type_and_name("node", node_name)
+    if node is None:
+        [node_id] = store.put_contexts(
+            [metadata_store_pb2.Context(type_id=context_type, name=node_name)]
+        )
+    else:
+        node_id = node.id
+    examples_type = metadata_store_pb2.ArtifactType(name="Examples")
+    examples_type.properties["span"] = metadata_store_pb2.INT
+    artifact = metadata_store_pb2.Artifact(
+        type_id=store.put_artifact_type(examples_type),
+        state=state or metadata_store_pb2.Artifact.LIVE,
+    )
+    artifact.properties["span"].int_value = span
+    artifact.custom_properties["input_fingerprint"].string_value = fingerprint
+    [artifact_id] = store.put_artifacts([artifact])
+    store.put_attributions_and_associations(
+        [metadata_store_pb2.Attribution(artifact_id=artifact_id, context_id=node_id)], []
+    )
+
+
+def _images(root, labels=("cat", "dog")):
+    for index, label in enumerate(labels):
+        path = root / label / "0.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(image_files.jpeg(seed=index))
+    return str(root)
+
+
+def test_first_ingest_is_the_first_span_and_lists_the_classes(tmp_path):
+    snapshot = take_snapshot(_images(tmp_path / "in"), open_store(str(tmp_path / "m.db")), "p")
+    assert (snapshot.span, snapshot.previous_span) == (FIRST_SPAN, None)
+    assert snapshot.class_names == ("cat", "dog")
+    assert snapshot.is_new_data
+
+
+def test_unchanged_input_keeps_its_span_and_changed_input_is_the_next(tmp_path):
+    store = open_store(str(tmp_path / "m.db"))
+    images = _images(tmp_path / "in")
+    first = take_snapshot(images, store, "p")
+    _record_examples(store, "p", first.span, first.fingerprint)
+    again = take_snapshot(images, store, "p")
+    assert (again.span, again.is_new_data) == (first.span, False)
+
+    (tmp_path / "in" / "dog" / "1.jpg").write_bytes(image_files.jpeg(seed=7))
+    changed = take_snapshot(images, store, "p")
+    assert (changed.span, changed.previous_span, changed.is_new_data) == (2, 1, True)
+    assert changed.fingerprint != first.fingerprint
+
+
+def test_newest_span_ignores_other_pipelines_and_deleted_artifacts(tmp_path):
+    store = open_store(str(tmp_path / "m.db"))
+    assert newest_span(store, "p") is None
+    _record_examples(store, "p", 1, "one")
+    _record_examples(store, "p", 2, "two")
+    _record_examples(store, "p", 3, "three", state=metadata_store_pb2.Artifact.DELETED)
+    _record_examples(store, "other", 9, "nine")
+    assert newest_span(store, "p") == (2, "two")
