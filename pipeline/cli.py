@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import sys
+import warnings
 
 from data_prep.config import ConfigError, IngestConfig
 from data_prep.image_validation import ImageLimits
@@ -209,7 +210,8 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
         print(f"  {component.node:<24} {component.state:<7} {component.seconds:7.1f} s")
     if summary.span is not None:
         news = "new data, ingested now" if summary.new_data else "unchanged input, from the cache"
-        print(f"data: span {summary.span} ({news})")
+        counts = ", ".join(f"{count} {name}" for name, count in summary.ingest_counts.items())
+        print(f"data: span {summary.span} ({news}): {counts} files; {summary.ingest_report}")
     if summary.eval_accuracy is not None:
         print(f"eval accuracy: {summary.eval_accuracy:.4f} (threshold {config.min_accuracy})")
     for class_id, metrics in summary.per_class.items():
@@ -242,8 +244,20 @@ def main(argv: list[str] | None = None) -> int:
         split = argv.index("--")
         argv, beam_args = argv[:split], argv[split + 1 :]
     args = build_parser().parse_args(argv)
+    if not args.verbose:
+        _quiet_libraries()
     _configure_logging(args.verbose)
     return args.handler(args, beam_args)
+
+
+def _quiet_libraries() -> None:
+    """Silences TensorFlow's C++ start-up chatter and the libraries' deprecation warnings, here and
+    in the Beam worker processes (which inherit the environment), so the user's output shows
+    imgpipe's progress and results. --verbose keeps everything."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
+    warnings.simplefilter("ignore", FutureWarning)
+    warnings.simplefilter("ignore", DeprecationWarning)
 
 
 if __name__ == "__main__":

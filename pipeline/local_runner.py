@@ -10,12 +10,13 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
-from components.image_example_gen import IngestReport
+from components.image_example_gen import REPORT_FILE, IngestReport
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import EXAMPLE_GEN_NODE, take_snapshot
 from pipeline.factory import create_pipeline
 
+INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")  # IngestReport custom properties
 CLASS_SUB_KEY_PREFIX = "classId:"  # TFMA's sub key of metrics binarized by class id
 _STATES = {
     metadata_store_pb2.Execution.COMPLETE: "ran",
@@ -39,6 +40,9 @@ class RunSummary:
     span: int | None = None  # the data span this run trained on
     new_data: bool | None = None  # True when this run ingested the span (not from the cache)
     class_names: tuple[str, ...] = ()  # by label id, from the ingest's label map
+    # Files found, accepted, rejected and ignored by the ingest, and its report's path.
+    ingest_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    ingest_report: str | None = None
     eval_accuracy: float | None = None  # None when the Evaluator did not run
     # Precision and recall of each class on the eval split, by label id.
     per_class: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
@@ -111,15 +115,17 @@ def _output_artifacts(store, execution_ids: list[int]) -> dict[str, list]:
 def _data(components: list[ComponentRun], outputs: dict[str, list]) -> dict:
     spans = [examples.properties["span"].int_value for examples in outputs.get("Examples", [])]
     ingest = [c.state for c in components if c.node == EXAMPLE_GEN_NODE]
-    label_maps = [
-        json.loads(report.custom_properties["label_map"].string_value)
-        for report in outputs.get(IngestReport.TYPE_NAME, [])
-    ]
-    return {
-        "span": spans[0] if spans else None,
-        "new_data": ingest[0] == "ran" if ingest else None,
-        "class_names": tuple(sorted(label_maps[0], key=label_maps[0].get)) if label_maps else (),
-    }
+    data = {"span": spans[0] if spans else None, "new_data": ingest[0] == "ran" if ingest else None}
+    for report in outputs.get(IngestReport.TYPE_NAME, []):
+        label_map = json.loads(report.custom_properties["label_map"].string_value)
+        data["class_names"] = tuple(sorted(label_map, key=label_map.get))
+        data["ingest_counts"] = {
+            name: report.custom_properties[name].int_value
+            for name in INGEST_COUNTS
+            if name in report.custom_properties
+        }
+        data["ingest_report"] = os.path.join(report.uri, REPORT_FILE)
+    return data
 
 
 def _outcome(outputs: dict[str, list]) -> dict:

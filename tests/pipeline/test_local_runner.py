@@ -4,6 +4,7 @@ invalidate exactly what they should, and a model below the threshold is not push
 
 import dataclasses
 import math
+import os
 
 import numpy as np
 import pytest
@@ -52,6 +53,8 @@ def test_first_run_runs_every_component_and_pushes_a_blessed_model(first_run):
     assert summary.pushed_to is not None
     assert (summary.span, summary.new_data) == (1, True)
     assert summary.class_names == LABELS
+    assert summary.ingest_counts == {"found": 30, "accepted": 30, "rejected": 0, "ignored": 0}
+    assert os.path.exists(summary.ingest_report)
     assert sorted(summary.per_class) == [0, 1, 2]
     for metrics in summary.per_class.values():
         assert sorted(metrics) == ["precision", "recall"]
