@@ -387,23 +387,30 @@ def _status(states: list[str]) -> str:
 
 
 def list_runs(
-    store: metadata_store.MetadataStore, pipeline: str | None = None, metrics: bool = True
+    store: metadata_store.MetadataStore,
+    pipeline: str | None = None,
+    metrics: bool = True,
+    limit: int | None = None,
 ) -> list[PipelineRun]:
-    """Every pipeline run (of one pipeline, when named), newest first. metrics=False leaves
-    eval_accuracy unread (reading it loads TFMA)."""
+    """Pipeline runs (of one pipeline, when named), newest first; at most `limit` of them.
+    metrics=False leaves eval_accuracy unread (reading it loads TFMA)."""
     graph = _Graph(store)
     contexts, node_of = _run_executions(graph)
     runs = []
-    for context in contexts.values():
+    for context in sorted(
+        contexts.values(), key=lambda c: (c.create_time_since_epoch, c.id), reverse=True
+    ):
         executions = sorted(store.get_executions_by_context(context.id), key=lambda e: e.id)
         names = {node_of[e.id][0] for e in executions if e.id in node_of}
         if not executions or (pipeline is not None and pipeline not in names):
             continue
         runs.append(_summarize(graph, context, executions, node_of, metrics))
+        if limit is not None and len(runs) == limit:
+            break
     if not runs:
         where = f"of pipeline {pipeline!r} " if pipeline else ""
         raise LineageError(f"no runs {where}in this metadata store")
-    return sorted(runs, key=lambda run: (run.started, run.run_id), reverse=True)
+    return runs
 
 
 def _summarize(graph: _Graph, context, executions, node_of, metrics: bool) -> PipelineRun:
