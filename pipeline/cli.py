@@ -219,22 +219,36 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     return 0 if summary.pushed_to or summary.blessed is None else 3
 
 
-def _store_options() -> argparse.ArgumentParser:
-    """Options every ML Metadata query shares: which store, which pipeline, JSON or tables."""
-    parent = argparse.ArgumentParser(add_help=False)
+def _store_options(defaults: bool = True) -> argparse.ArgumentParser:
+    """Options every ML Metadata query shares: which store, which pipeline, JSON or tables.
+
+    defaults=False for a nested subcommand, so `runs --json diff A B` keeps what `runs` parsed.
+    """
+    parent = argparse.ArgumentParser(
+        add_help=False, argument_default=None if defaults else argparse.SUPPRESS
+    )
     store = parent.add_argument_group(
         "metadata store",
         "default: the local SQLite store under --build-dir. Each flag may instead come from "
         "IMGPIPE_MLMD_SQLITE, IMGPIPE_MLMD_MYSQL, IMGPIPE_MLMD_GRPC, IMGPIPE_MLMD_USER; a MySQL "
         "password only from IMGPIPE_MLMD_PASSWORD.",
     )
-    store.add_argument("--build-dir", default="build", help="as for `imgpipe run`")
+    store.add_argument(
+        "--build-dir",
+        default="build" if defaults else argparse.SUPPRESS,
+        help="as for `imgpipe run`",
+    )
     store.add_argument("--mlmd-sqlite", metavar="PATH", help="a SQLite ML Metadata file")
     store.add_argument("--mlmd-mysql", metavar="HOST[:PORT]/DB", help="a MySQL ML Metadata store")
     store.add_argument("--mlmd-user", metavar="USER", help="MySQL user")
     store.add_argument("--mlmd-grpc", metavar="HOST:PORT", help="an ML Metadata gRPC service")
     parent.add_argument("--pipeline", help="only runs of this pipeline (default: all)")
-    parent.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parent.add_argument(
+        "--json",
+        action="store_true",
+        default=False if defaults else argparse.SUPPRESS,
+        help="print JSON instead of tables",
+    )
     return parent
 
 
@@ -250,7 +264,7 @@ def _add_runs(subparsers) -> None:
     parser.set_defaults(handler=_run_query, query="runs")
     diff = parser.add_subparsers(dest="runs_command").add_parser(
         "diff",
-        parents=[options],
+        parents=[_store_options(defaults=False)],
         help="what differs between two runs",
         description="Compares two runs' settings, code fingerprint, data (input fingerprint, file "
         "and split counts), metrics, outcome, artifacts and component states. A run is named by "

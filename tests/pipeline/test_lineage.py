@@ -13,7 +13,7 @@ import pytest
 from components.trainer.config import runlocal
 from data_prep.sources import input_fingerprint
 from pipeline import lineage
-from pipeline.cli import main
+from pipeline.cli import build_parser, main
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import local_preset
 from pipeline.local_runner import open_store, run_local
@@ -261,3 +261,11 @@ def test_each_subcommand_has_help(command, capsys):
         main([*command, "--help"])
     assert exit_info.value.code == 0
     assert "usage: imgpipe" in capsys.readouterr().out
+
+
+def test_store_options_work_before_and_after_diff():
+    parser = build_parser()
+    args = parser.parse_args(["runs", "--json", "--mlmd-sqlite", "a.db", "diff", "x", "y"])
+    assert (args.json, args.mlmd_sqlite, args.run_a, args.run_b) == (True, "a.db", "x", "y")
+    args = parser.parse_args(["runs", "diff", "x", "y", "--mlmd-sqlite", "b.db"])
+    assert (args.json, args.mlmd_sqlite, args.build_dir) == (False, "b.db", "build")
