@@ -556,10 +556,9 @@ def find_model(store: metadata_store.MetadataStore, reference: str) -> int:
     """An artifact id, or the folder a model was pushed to (what a server loads)."""
     if reference.isdigit():
         return int(reference)
-    wanted = os.path.normpath(reference)
     for artifact in _Graph(store).artifacts_of_type("PushedModel"):
         destination = artifact.custom_properties["pushed_destination"].string_value
-        if destination and os.path.normpath(destination) == wanted:
+        if destination and _same_file(destination, reference.rstrip("/")):
             return artifact.id
     raise LineageError(f"{reference!r} is neither an artifact id nor a pushed model's folder")
 

@@ -110,10 +110,9 @@ def test_model_lineage_reaches_the_images_code_and_settings(runs, capsys):
     assert dataset.input_fingerprint == input_fingerprint(str(runs.images))
     assert answer.transform is not None and answer.transform_graph is not None
 
-    by_folder = lineage.model_lineage(
-        runs.store, lineage.find_model(runs.store, runs.first.pushed_to)
-    )
-    assert by_folder.model.id == answer.model.id
+    for folder in (runs.first.pushed_to, os.path.abspath(runs.first.pushed_to) + "/"):
+        by_folder = lineage.model_lineage(runs.store, lineage.find_model(runs.store, folder))
+        assert by_folder.model.id == answer.model.id
     code, out, _ = runs.cli(capsys, "lineage", "model", str(first_run.pushed_model_id))
     assert code == 0
     assert f"learning_rate={FIRST_RATE}" in out
