@@ -378,6 +378,16 @@ def _outputs_by_key(events: list[mlmd_pb2.Event]) -> dict[int, dict[str, list[in
     return found
 
 
+# The outputs a run summary reads: output key -> the artifact type it must have.
+_RUN_OUTPUTS = {
+    "examples": "Examples",
+    "model": "Model",
+    "blessing": "ModelBlessing",
+    "evaluation": "ModelEvaluation",
+    "pushed_model": "PushedModel",
+}
+
+
 def _status(states: list[str]) -> str:
     if "failed" in states:
         return "failed"
@@ -424,7 +434,18 @@ def _summarize(graph: _Graph, context, executions, node_of, metrics: bool) -> Pi
         for e in executions
     )
     outputs = _outputs_by_key(graph.store.get_events_by_execution_ids([e.id for e in executions]))
-    first = {key: ids[0] for by_key in outputs.values() for key, ids in by_key.items()}
+    produced = {
+        artifact.id: graph.artifact_types[artifact.type_id]
+        for artifact in graph.store.get_artifacts_by_id(
+            [i for by_key in outputs.values() for ids in by_key.values() for i in ids]
+        )
+    }
+    first = {  # e.g. 'blessing' -> the ModelBlessing, never an InfraValidator's InfraBlessing
+        key: ids[0]
+        for by_key in outputs.values()
+        for key, ids in by_key.items()
+        if _RUN_OUTPUTS.get(key) == produced.get(ids[0])
+    }
     outcome = {}
     if "blessing" in first:
         blessing = graph.artifact(first["blessing"])
