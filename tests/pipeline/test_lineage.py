@@ -9,6 +9,7 @@ import re
 import shutil
 
 import pytest
+import tensorflow_model_analysis as tfma
 
 from components.trainer.config import runlocal
 from data_prep.sources import input_fingerprint
@@ -63,6 +64,13 @@ def runs(tmp_path_factory):
     return TwoRuns(config, images, first, run_local(changed))
 
 
+def _tfma_accuracy(evaluation_uri: str, model_name: str) -> float:
+    """The overall accuracy as TFMA's notebook API reads it (a second, independent reader)."""
+    result = tfma.load_eval_result(evaluation_uri, model_name=model_name or None)
+    overall = dict(result.slicing_metrics)[()]
+    return overall[""][""]["sparse_categorical_accuracy"]["doubleValue"]
+
+
 @pytest.mark.slow
 def test_runs_newest_first_with_component_states_metrics_and_push(runs, capsys):
     found = lineage.list_runs(runs.store)
@@ -77,7 +85,11 @@ def test_runs_newest_first_with_component_states_metrics_and_push(runs, capsys):
     assert oldest.status == newest.status == "complete"
     assert oldest.pushed_to == runs.first.pushed_to and os.path.isdir(oldest.pushed_to)
     assert newest.pushed_to == runs.second.pushed_to
-    assert newest.eval_accuracy == pytest.approx(runs.second.eval_accuracy)
+    first_eval, second_eval = sorted(
+        runs.store.get_artifacts_by_type("ModelEvaluation"), key=lambda a: a.id
+    )
+    assert oldest.eval_accuracy == pytest.approx(_tfma_accuracy(first_eval.uri, ""))
+    assert newest.eval_accuracy == pytest.approx(_tfma_accuracy(second_eval.uri, "candidate"))
     assert newest.examples_id == oldest.examples_id
     assert newest.model_id != oldest.model_id
 
