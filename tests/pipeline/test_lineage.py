@@ -112,6 +112,8 @@ def test_model_lineage_reaches_the_images_code_and_settings(runs, capsys):
     assert answer.trainer_config["learning_rate"] == FIRST_RATE
     assert answer.code_fingerprint == code_fingerprint()
     assert answer.evaluation.blessed is True
+    first_eval = min(runs.store.get_artifacts_by_type("ModelEvaluation"), key=lambda a: a.id)
+    assert answer.evaluation.accuracy == pytest.approx(_tfma_accuracy(first_eval.uri, ""))
     assert answer.evaluation.baseline_model_id is None  # the first model had no baseline
     dataset = answer.dataset
     assert dataset.examples.id == first_run.examples_id
