@@ -9,12 +9,14 @@ that re-reads its files.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import logging
 import os
 import time
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -25,6 +27,7 @@ from data_prep.shards import write_shard
 from data_prep.sources import SourceFile, list_sources
 
 LOGGER = logging.getLogger(__name__)
+SOURCE_INDEX_FILE = "source_index.jsonl.gz"
 # One worker process per core on the local DirectRunner; any --runner given by the user wins.
 DEFAULT_BEAM_ARGS = (
     "--runner=DirectRunner",
@@ -50,6 +53,11 @@ class IngestOutputs:
             FileSystems.join(output_dir, "label_map.json"),
             FileSystems.join(output_dir, "ingest_report.json"),
         )
+
+    @property
+    def source_index_path(self) -> str:
+        """Beside the report: one line per accepted image (see write_source_index)."""
+        return FileSystems.join(FileSystems.split(self.report_path)[0], SOURCE_INDEX_FILE)
 
 
 class _InspectBundle(beam.DoFn):
@@ -123,6 +131,39 @@ def _finish(shard_results, plan: IngestPlan, outputs: IngestOutputs) -> dict:
     return report
 
 
+def write_source_index(plan: IngestPlan, outputs: IngestOutputs) -> None:
+    """Every accepted image's relative path, full path, sha256, split, label and shard, sorted by
+    path: tells which datasets hold an image without reading their shards (a few dozen bytes per
+    image, gzip JSON lines)."""
+    if plan.failure:
+        return
+    names = {label_id: name for name, label_id in plan.label_map.items()}
+    rows = sorted(
+        (
+            {
+                "path": planned.source.relative_path,
+                "uri": planned.source.path,
+                "sha256": planned.sha256,
+                "split": shard.split,
+                "label": names[planned.label_id],
+                "shard": shard.relative_path,
+            }
+            for shard in plan.shards
+            for planned in shard.examples
+        ),
+        key=lambda row: row["path"],
+    )
+    with FileSystems.create(outputs.source_index_path) as handle:  # .gz: gzip by extension
+        handle.write("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows).encode())
+
+
+def read_source_index(path: str) -> list[dict]:
+    """The rows write_source_index wrote."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        text = gzip.decompress(handle.read()).decode()
+    return [json.loads(line) for line in text.splitlines()]
+
+
 def _write_json(path: str, value) -> None:
     with FileSystems.create(path) as handle:
         handle.write(json.dumps(value, indent=2, sort_keys=True).encode())
@@ -149,6 +190,7 @@ class IngestImages(beam.PTransform):
         # Side inputs stay small: the label map, and the plan without its per-file shard lists.
         label_map = beam.pvalue.AsSingleton(plan | "LabelMap" >> beam.Map(_label_map))
         summary = beam.pvalue.AsSingleton(plan | "Summary" >> beam.Map(_without_shards))
+        _ = plan | "SourceIndex" >> beam.Map(write_source_index, self._outputs)
         return (
             plan
             | "Shards" >> beam.FlatMap(_shards_to_write)
@@ -166,7 +208,11 @@ def clear_previous_output(outputs: IngestOutputs) -> None:
         for metadata in FileSystems.match([FileSystems.join(outputs.examples_dir, "Split-*/*")])[
             0
         ].metadata_list
-    ] + [path for path in (outputs.label_map_path, outputs.report_path) if FileSystems.exists(path)]
+    ] + [
+        path
+        for path in (outputs.label_map_path, outputs.report_path, outputs.source_index_path)
+        if FileSystems.exists(path)
+    ]
     if stale:
         FileSystems.delete(stale)
 

@@ -222,7 +222,157 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
         print(f"blessed: {'yes' if summary.blessed else 'no'}")
     print(f"pushed: {summary.pushed_to or 'no'}")
     print(f"ML Metadata: {config.metadata_path}; artifacts under {config.pipeline_root}")
+    if summary.pushed_to:
+        lineage = f"imgpipe lineage model --latest-pushed --build-dir {args.build_dir}"
+        print(f"where the pushed model came from: {lineage}")
     return 0 if summary.pushed_to or summary.blessed is None else 3
+
+
+def _store_options(defaults: bool = True) -> argparse.ArgumentParser:
+    """Options every ML Metadata query shares: which store, which pipeline, JSON or tables.
+
+    defaults=False for a nested subcommand, so `runs --json diff A B` keeps what `runs` parsed.
+    """
+    parent = argparse.ArgumentParser(
+        add_help=False, argument_default=None if defaults else argparse.SUPPRESS
+    )
+    store = parent.add_argument_group(
+        "metadata store",
+        "default: the local SQLite store under --build-dir. Each flag may instead come from "
+        "IMGPIPE_MLMD_SQLITE, IMGPIPE_MLMD_MYSQL, IMGPIPE_MLMD_GRPC, IMGPIPE_MLMD_USER; a MySQL "
+        "password only from IMGPIPE_MLMD_PASSWORD.",
+    )
+    store.add_argument(
+        "--build-dir",
+        default="build" if defaults else argparse.SUPPRESS,
+        help="as for `imgpipe run`",
+    )
+    store.add_argument("--mlmd-sqlite", metavar="PATH", help="a SQLite ML Metadata file")
+    store.add_argument("--mlmd-mysql", metavar="HOST[:PORT]/DB", help="a MySQL ML Metadata store")
+    store.add_argument("--mlmd-user", metavar="USER", help="MySQL user")
+    store.add_argument("--mlmd-grpc", metavar="HOST:PORT", help="an ML Metadata gRPC service")
+    parent.add_argument("--pipeline", help="only runs of this pipeline (default: all)")
+    parent.add_argument(
+        "--json",
+        action="store_true",
+        default=False if defaults else argparse.SUPPRESS,
+        help="print JSON instead of tables",
+    )
+    return parent
+
+
+def _add_runs(subparsers) -> None:
+    options = _store_options()
+    parser = subparsers.add_parser(
+        "runs",
+        parents=[options],
+        help="pipeline runs, newest first; `runs diff A B` compares two",
+        description="Lists pipeline runs from ML Metadata, newest first: start, duration, status, "
+        "whether each component ran or came from the cache, eval accuracy, blessing and push.",
+    )
+    parser.set_defaults(handler=_run_query, query="runs")
+    diff = parser.add_subparsers(dest="runs_command").add_parser(
+        "diff",
+        parents=[_store_options(defaults=False)],
+        help="what differs between two runs",
+        description="Compares two runs' settings, code fingerprint, data (input fingerprint, file "
+        "and split counts), metrics, outcome, artifacts and component states. A run is named by "
+        "its id, a unique prefix of it, `latest` or `latest~N` (N runs before the latest).",
+    )
+    diff.add_argument("run_a")
+    diff.add_argument("run_b")
+    diff.set_defaults(query="diff")
+
+
+def _add_lineage(subparsers) -> None:
+    options = _store_options()
+    parser = subparsers.add_parser(
+        "lineage",
+        help="where a model came from; what was made from a dataset; who used an image",
+        description="Follows ML Metadata events by their input/output names, never through the "
+        "Evaluator's baseline into older models.",
+    )
+    kinds = parser.add_subparsers(dest="lineage_command", required=True)
+    model = kinds.add_parser(
+        "model",
+        parents=[options],
+        help="upstream of a pushed model or model",
+        description="Pushed model -> model -> Trainer (config, code fingerprint, performance) -> "
+        "transform graph -> examples (splits, label map, ingest report) -> ImageExampleGen "
+        "(input, files, input fingerprint), and the evaluation that blessed it.",
+    )
+    model.add_argument(
+        "model", nargs="?", help="a PushedModel or Model artifact id, or a pushed model's folder"
+    )
+    model.add_argument("--latest-pushed", action="store_true", help="the newest pushed model")
+    model.set_defaults(handler=_run_query, query="model")
+    examples = kinds.add_parser(
+        "examples",
+        parents=[options],
+        help="downstream of an Examples artifact: models trained on it, blessed, pushed",
+    )
+    examples.add_argument("examples", type=int, help="Examples artifact id")
+    examples.set_defaults(handler=_run_query, query="examples")
+    image = kinds.add_parser(
+        "image",
+        parents=[options],
+        help="which datasets and models included an image (by path or content)",
+        description="Searches each dataset's source index (written by the ingest) for the image's "
+        "path and its sha256, so a renamed copy or a since-changed file is found too.",
+    )
+    image.add_argument("path", help="the image file, or its path relative to the input folder")
+    image.set_defaults(handler=_run_query, query="image")
+
+
+def _run_query(args, beam_args: list[str]) -> int:
+    from ml_metadata import errors
+
+    from pipeline import lineage, lineage_format
+    from pipeline.config import local_preset
+    from pipeline.mlmd_connection import MlmdTarget, StoreNotFound
+
+    command = "runs" if args.query in ("runs", "diff") else "lineage"
+    try:
+        target = MlmdTarget.resolve(
+            {
+                "sqlite": args.mlmd_sqlite,
+                "mysql": args.mlmd_mysql,
+                "grpc": args.mlmd_grpc,
+                "user": args.mlmd_user,
+            },
+            default_sqlite=local_preset("", args.build_dir).metadata_path,
+        )
+        store = target.open()
+        if args.query == "runs":
+            answer = lineage.list_runs(store, args.pipeline)
+            text = lineage_format.format_runs
+        elif args.query == "diff":
+            answer = lineage.diff_runs(store, args.run_a, args.run_b, args.pipeline)
+            text = lineage_format.format_diff
+        elif args.query == "model":
+            if bool(args.model) == args.latest_pushed:
+                raise lineage.LineageError("give a model id or folder, or --latest-pushed")
+            artifact_id = (
+                lineage.latest_pushed_model(store)
+                if args.latest_pushed
+                else lineage.find_model(store, args.model)
+            )
+            answer = lineage.model_lineage(store, artifact_id)
+            text = lineage_format.format_model_lineage
+        elif args.query == "examples":
+            answer = lineage.examples_lineage(store, args.examples)
+            text = lineage_format.format_examples_lineage
+        else:
+            answer = lineage.image_lineage(store, args.path)
+            text = lineage_format.format_image_lineage
+    except (ConfigError, StoreNotFound, lineage.LineageError) as error:
+        print(f"imgpipe {command}: error: {error}", file=sys.stderr)
+        return 2
+    except errors.StatusError as error:
+        print(f"imgpipe {command}: error: {target.describe()}: {error}", file=sys.stderr)
+        return 2
+    print(lineage_format.to_json(answer) if args.json else text(answer))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,6 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_prep(subparsers)
     _add_default_data(subparsers)
     _add_run(subparsers)
+    _add_runs(subparsers)
+    _add_lineage(subparsers)
     return parser
 
 

@@ -2,52 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 
 from ml_metadata.metadata_store import metadata_store
-from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
-from components.image_example_gen import REPORT_FILE, IngestReport
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig
-from pipeline.data_snapshot import EXAMPLE_GEN_NODE, take_snapshot
+from pipeline.data_snapshot import take_snapshot
 from pipeline.factory import create_pipeline
-
-INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")  # IngestReport custom properties
-CLASS_SUB_KEY_PREFIX = "classId:"  # TFMA's sub key of metrics binarized by class id
-_STATES = {
-    metadata_store_pb2.Execution.COMPLETE: "ran",
-    metadata_store_pb2.Execution.CACHED: "cached",
-    metadata_store_pb2.Execution.FAILED: "failed",
-    metadata_store_pb2.Execution.RUNNING: "running",
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class ComponentRun:
-    node: str
-    state: str  # ran, cached, failed
-    seconds: float
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSummary:
-    run_id: str
-    components: tuple[ComponentRun, ...]
-    span: int | None = None  # the data span this run trained on
-    new_data: bool | None = None  # True when this run ingested the span (not from the cache)
-    class_names: tuple[str, ...] = ()  # by label id, from the ingest's label map
-    # Files found, accepted, rejected and ignored by the ingest, and its report's path.
-    ingest_counts: dict[str, int] = dataclasses.field(default_factory=dict)
-    ingest_report: str | None = None
-    eval_accuracy: float | None = None  # None when the Evaluator did not run
-    # Precision and recall of each class on the eval split, by label id.
-    per_class: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
-    blessed: bool | None = None
-    pushed_to: str | None = None  # the pushed model's folder; None when nothing was pushed
+from pipeline.lineage import PipelineRun, list_runs
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -56,8 +20,9 @@ def open_store(metadata_path: str) -> metadata_store.MetadataStore:
     )
 
 
-def run_local(config: PipelineConfig) -> RunSummary:
-    """Validates, runs the whole pipeline, and summarizes this run from ML Metadata."""
+def run_local(config: PipelineConfig) -> PipelineRun:
+    """Validates, numbers the input's span, runs the whole pipeline, and summarizes this run from
+    ML Metadata."""
     config.validate()
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
     store = open_store(config.metadata_path)
@@ -67,96 +32,6 @@ def run_local(config: PipelineConfig) -> RunSummary:
     return summarize_latest_run(store, config.name)
 
 
-def summarize_latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> RunSummary:
+def summarize_latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> PipelineRun:
     """The newest run of the pipeline: each component's outcome and time, in execution order."""
-    pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
-    if pipeline is None:
-        raise LookupError(f"no runs of pipeline {pipeline_name!r} in this metadata store")
-    node_type = store.get_context_type("node").id
-    runs = sorted(
-        store.get_contexts_by_type("pipeline_run"),
-        key=lambda context: (context.create_time_since_epoch, context.id),
-        reverse=True,
-    )
-    for run in runs:
-        executions = sorted(store.get_executions_by_context(run.id), key=lambda e: e.id)
-        contexts = {e.id: store.get_contexts_by_execution(e.id) for e in executions}
-        if not any(c.id == pipeline.id for found in contexts.values() for c in found):
-            continue
-        components = []
-        outputs = _output_artifacts(store, [e.id for e in executions])
-        for execution in executions:
-            node = next(c.name for c in contexts[execution.id] if c.type_id == node_type)
-            elapsed = execution.last_update_time_since_epoch - execution.create_time_since_epoch
-            state = _STATES.get(execution.last_known_state, "unknown")
-            components.append(ComponentRun(node.split(".", 1)[-1], state, elapsed / 1000))
-        return RunSummary(
-            run.name, tuple(components), **_data(components, outputs), **_outcome(outputs)
-        )
-    raise LookupError(f"no runs of pipeline {pipeline_name!r} in this metadata store")
-
-
-def _output_artifacts(store, execution_ids: list[int]) -> dict[str, list]:
-    """Artifacts the executions produced (or reused from the cache), by artifact type name."""
-    outputs = [
-        event.artifact_id
-        for event in store.get_events_by_execution_ids(execution_ids)
-        if event.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
-    ]
-    by_type: dict[str, list] = {}
-    if not outputs:
-        return by_type
-    type_names = {t.id: t.name for t in store.get_artifact_types()}
-    for found in store.get_artifacts_by_id(outputs):
-        by_type.setdefault(type_names[found.type_id], []).append(found)
-    return by_type
-
-
-def _data(components: list[ComponentRun], outputs: dict[str, list]) -> dict:
-    spans = [examples.properties["span"].int_value for examples in outputs.get("Examples", [])]
-    ingest = [c.state for c in components if c.node == EXAMPLE_GEN_NODE]
-    data = {"span": spans[0] if spans else None, "new_data": ingest[0] == "ran" if ingest else None}
-    for report in outputs.get(IngestReport.TYPE_NAME, []):
-        label_map = json.loads(report.custom_properties["label_map"].string_value)
-        data["class_names"] = tuple(sorted(label_map, key=label_map.get))
-        data["ingest_counts"] = {
-            name: report.custom_properties[name].int_value
-            for name in INGEST_COUNTS
-            if name in report.custom_properties
-        }
-        data["ingest_report"] = os.path.join(report.uri, REPORT_FILE)
-    return data
-
-
-def _outcome(outputs: dict[str, list]) -> dict:
-    outcome = {}
-    for blessing in outputs.get("ModelBlessing", []):
-        outcome["blessed"] = bool(blessing.custom_properties["blessed"].int_value)
-    for pushed in outputs.get("PushedModel", []):
-        if pushed.custom_properties["pushed"].int_value:
-            outcome["pushed_to"] = pushed.custom_properties["pushed_destination"].string_value
-    for evaluation in outputs.get("ModelEvaluation", []):
-        outcome.update(_eval_metrics(evaluation.uri))
-    return outcome
-
-
-def _eval_metrics(evaluation_uri: str) -> dict:
-    """Overall accuracy and per-class precision/recall of the overall slice."""
-    import tensorflow_model_analysis as tfma
-
-    result = tfma.load_eval_result(evaluation_uri)
-    overall = next(metrics for key, metrics in result.slicing_metrics if key == ())[""]
-    per_class: dict[int, dict[str, float]] = {}
-    for sub_key, values in overall.items():
-        if sub_key.startswith(CLASS_SUB_KEY_PREFIX):
-            class_id = int(sub_key.removeprefix(CLASS_SUB_KEY_PREFIX))
-            per_class[class_id] = {
-                name: float(values[name]["doubleValue"])
-                for name in ("precision", "recall")
-                if name in values
-            }
-    accuracy = overall.get("", {}).get("sparse_categorical_accuracy")
-    return {
-        "eval_accuracy": float(accuracy["doubleValue"]) if accuracy else None,
-        "per_class": dict(sorted(per_class.items())),
-    }
+    return list_runs(store, pipeline_name, limit=1)[0]

@@ -12,7 +12,7 @@ from PIL import Image
 
 from data_prep import features
 from data_prep.config import IngestConfig
-from data_prep.ingest import IngestFailed, IngestOutputs, run_ingest
+from data_prep.ingest import IngestFailed, IngestOutputs, read_source_index, run_ingest
 from tests.data_prep import image_files
 
 pytestmark = pytest.mark.slow
@@ -123,7 +123,7 @@ def test_shards_hold_exactly_the_accepted_images(ingested):
             paths.append(record[features.SOURCE_PATH].numpy().decode())
     assert len(paths) == len(set(paths)) == report["totals"]["accepted"]
     assert {s["path"] for s in report["shards"]} == {
-        str(p.relative_to(out)) for p in out.rglob("*.gz")
+        str(p.relative_to(out)) for p in out.glob("Split-*/*.gz")
     }
 
 
@@ -160,6 +160,27 @@ def test_round_trips(messy_tree, ingested):
     assert records["fox/no_extension"][features.LABEL_NAME].numpy() == b"fox"
 
 
+def test_source_index_lists_exactly_the_accepted_images(messy_tree, ingested):
+    root, _ = messy_tree
+    out, report = ingested
+    index = read_source_index(IngestOutputs.under(str(out)).source_index_path)
+    assert [row["path"] for row in index] == sorted(row["path"] for row in index)
+    in_shards = {
+        record[features.SOURCE_PATH].numpy().decode(): (split, record)
+        for split in ("train", "eval")
+        for record in _records(out, split)
+    }
+    assert {row["path"] for row in index} == set(in_shards)
+    for row in index:
+        split, record = in_shards[row["path"]]
+        assert row["split"] == split
+        assert row["sha256"] == record[features.SHA256].numpy().decode()
+        assert row["label"] == record[features.LABEL_NAME].numpy().decode()
+        assert (out / row["shard"]).exists()
+        assert row["uri"].endswith(row["path"]) and row["uri"].startswith(str(root))
+    assert len(index) == report["totals"]["accepted"]
+
+
 def test_two_runs_give_the_same_split_and_shard_contents(messy_tree, ingested, tmp_path):
     root, _ = messy_tree
     first, _ = ingested
@@ -182,7 +203,7 @@ def test_reject_threshold_fails_with_a_clear_message_and_still_writes_the_report
         _ingest(root, tmp_path, max_reject_fraction=0.01)
     report = json.loads((tmp_path / "ingest_report.json").read_text())
     assert report["status"] == "failed"
-    assert not list(tmp_path.rglob("*.gz"))
+    assert not list(tmp_path.rglob("*.gz"))  # neither shards nor a source index
 
 
 def test_rerun_replaces_stale_shards(messy_tree, tmp_path):

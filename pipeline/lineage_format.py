@@ -1,0 +1,224 @@
+"""Tables and JSON for the answers pipeline/lineage.py computes (no store access here)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from pipeline.lineage import (
+    Dataset,
+    ExamplesLineage,
+    ImageLineage,
+    ModelLineage,
+    PipelineRun,
+    RunDiff,
+    TrainedModel,
+)
+
+
+def to_json(answer) -> str:
+    """Any answer (a dataclass or a list of them) as indented JSON."""
+    plain = (
+        [dataclasses.asdict(item) for item in answer]
+        if isinstance(answer, (list, tuple))
+        else dataclasses.asdict(answer)
+    )
+    return json.dumps(plain, indent=2, sort_keys=True, default=str)
+
+
+def _table(rows: list[tuple], header: tuple | None = None) -> list[str]:
+    rows = [tuple("" if cell is None else str(cell) for cell in row) for row in rows]
+    if header:
+        rows.insert(0, header)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+def _accuracy(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _yes_no(value: bool | None) -> str:
+    return "-" if value is None else "yes" if value else "no"
+
+
+def _pushed(run: PipelineRun) -> str:
+    if not run.pushed_to:
+        return "no"
+    states = {c.node: c.state for c in run.components}
+    reused = "(reused) " if states.get("Pusher") == "cached" else ""
+    return f"{reused}{run.pushed_to}"
+
+
+def format_runs(runs: list[PipelineRun]) -> str:
+    header = ("RUN", "PIPELINE", "STARTED", "TIME", "STATUS", "EVAL ACC", "BLESSED", "PUSHED")
+    rows = [
+        (
+            run.run_id,
+            run.pipeline,
+            run.started,
+            _seconds(run.seconds),
+            run.status,
+            _accuracy(run.eval_accuracy),
+            _yes_no(run.blessed),
+            _pushed(run),
+        )
+        for run in runs
+    ]
+    lines = _table(rows, header)
+    out = lines[:1]
+    for run, line in zip(runs, lines[1:], strict=True):
+        out.append(line)
+        by_state: dict[str, list[str]] = {}
+        for component in run.components:
+            by_state.setdefault(component.state, []).append(component.node)
+        out.append(
+            "    " + "; ".join(f"{state}: {', '.join(nodes)}" for state, nodes in by_state.items())
+        )
+    return "\n".join(out)
+
+
+def _settings(values: dict) -> str:
+    return " ".join(f"{key}={value}" for key, value in sorted(values.items())) or "-"
+
+
+def _dataset_rows(dataset: Dataset) -> list[tuple]:
+    totals = dataset.totals
+    span = "" if dataset.span is None else f" (span {dataset.span})"
+    rows = [
+        (dataset.examples.label, f"{dataset.examples.uri}{span}"),
+        ("  splits", _settings(dataset.split_counts)),
+        ("  label map", _settings(dataset.label_map)),
+    ]
+    if totals:
+        rows.append(
+            (
+                "  ingest report",
+                f"{totals.get('found')} files: {totals.get('accepted')} accepted, "
+                f"{totals.get('rejected')} rejected{_reasons(dataset.rejected_per_reason)}, "
+                f"{totals.get('ignored')} ignored"
+                + (f" ({dataset.ingest_report.uri})" if dataset.ingest_report else ""),
+            )
+        )
+    if dataset.example_gen is not None:
+        rows += [
+            (dataset.example_gen.label, f"{dataset.example_gen.state} in {_runs(dataset)}"),
+            ("  input", f"{dataset.input}, {totals.get('found', '?')} files"),
+            ("  input fingerprint", dataset.input_fingerprint),
+        ]
+    return rows
+
+
+def _reasons(per_reason: dict) -> str:
+    return f" ({_settings(per_reason)})" if per_reason else ""
+
+
+def _runs(dataset: Dataset) -> str:
+    runs = dataset.example_gen.runs
+    return f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(runs)}"
+
+
+def format_model_lineage(lineage: ModelLineage) -> str:
+    rows: list[tuple] = []
+    if lineage.pushed_model is not None:
+        properties = lineage.pushed_model.properties
+        rows.append(
+            (
+                lineage.pushed_model.label,
+                f"{properties.get('pushed_destination')} (version "
+                f"{properties.get('pushed_version')}, {lineage.pushed_model.created})",
+            )
+        )
+        rows.append((lineage.pusher.label, f"run {', '.join(lineage.pusher.runs)}"))
+    if lineage.evaluation is not None:
+        evaluation = lineage.evaluation
+        baseline = (
+            f"; baseline model {evaluation.baseline_model_id} (not followed)"
+            if evaluation.baseline_model_id is not None
+            else ""
+        )
+        rows.append(
+            (
+                evaluation.evaluator.label,
+                f"accuracy {_accuracy(evaluation.accuracy)}, blessed "
+                f"{_yes_no(evaluation.blessed)}{baseline}",
+            )
+        )
+    rows += [
+        (lineage.model.label, lineage.model.uri),
+        ("  performance", _settings(lineage.model.properties) if lineage.model.properties else "-"),
+        (
+            lineage.trainer.label,
+            f"{lineage.trainer.state}, {_seconds(lineage.trainer.seconds)}, "
+            f"run {', '.join(lineage.trainer.runs)}",
+        ),
+        ("  code fingerprint", lineage.code_fingerprint or "-"),
+        ("  trainer config", _settings(lineage.trainer_config)),
+    ]
+    if lineage.transform_graph is not None:
+        rows.append((lineage.transform_graph.label, lineage.transform_graph.uri))
+    if lineage.transform is not None:
+        rows.append((lineage.transform.label, f"{lineage.transform.state}"))
+    rows += _dataset_rows(lineage.dataset)
+    return "\n".join(_table(rows))
+
+
+def _model_rows(models: tuple[TrainedModel, ...]) -> list[str]:
+    if not models:
+        return ["no model was trained on these examples"]
+    header = ("MODEL", "TRAINER", "RUNS", "BLESSED", "PUSHED TO")
+    rows = [
+        (
+            trained.model.id,
+            trained.trainer.label,
+            ", ".join(trained.runs),
+            _yes_no(trained.blessed),
+            ", ".join(trained.pushed_to) or "no",
+        )
+        for trained in models
+    ]
+    return _table(rows, header)
+
+
+def format_examples_lineage(lineage: ExamplesLineage) -> str:
+    return "\n".join([*_table(_dataset_rows(lineage.dataset)), "", *_model_rows(lineage.models)])
+
+
+def format_diff(diff: RunDiff) -> str:
+    lines = [f"A: {diff.run_a}", f"B: {diff.run_b}"]
+    if not diff.changes:
+        return "\n".join([*lines, f"no differences ({diff.unchanged} facts compared)"])
+    rows = [(change.section, change.key, change.a, change.b) for change in diff.changes]
+    return "\n".join(
+        [
+            *lines,
+            *_table(rows, ("SECTION", "WHAT", "A", "B")),
+            f"{len(diff.changes)} differences; {diff.unchanged} facts the same",
+        ]
+    )
+
+
+def format_image_lineage(lineage: ImageLineage) -> str:
+    lines = [f"image {lineage.query} (sha256 {lineage.sha256 or 'unreadable here'})"]
+    if not lineage.matches:
+        lines.append("no dataset in this metadata store includes it")
+    for match in lineage.matches:
+        span = "" if match.span is None else f", span {match.span}"
+        lines.append(
+            f"Examples {match.examples_id}{span}: {match.split} split, label {match.label}, "
+            f"{match.shard}; matched by {match.match}"
+        )
+        lines += ["    " + line for line in _model_rows(match.models)]
+    if lineage.unindexed_examples:
+        ids = ", ".join(str(i) for i in lineage.unindexed_examples)
+        lines.append(
+            f"not searchable (ingested before source indexes were written): Examples {ids}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,128 @@
+"""Which ML Metadata store to read: the local SQLite file by default, or the store a production
+deployment uses (MySQL, or a gRPC metadata service as on Kubeflow/Vertex), from flags or
+IMGPIPE_MLMD_* environment variables. Flags win over the environment.
+
+Only ml_metadata is imported here (no TensorFlow), so lineage commands start in a fraction of a
+second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from data_prep.config import ConfigError
+
+ENV_PREFIX = "IMGPIPE_MLMD_"
+BACKENDS = ("sqlite", "mysql", "grpc")
+DEFAULT_MYSQL_PORT = 3306
+
+
+class StoreNotFound(LookupError):
+    """The SQLite file does not exist: nothing has run yet, or the path is wrong."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MlmdTarget:
+    """Where ML Metadata lives. At most one of sqlite, mysql, grpc; none means default_sqlite.
+
+    Attributes:
+      sqlite: path of a SQLite store.
+      mysql: host[:port]/database of a MySQL store (port 3306 when omitted).
+      grpc: host:port of a metadata gRPC service.
+      user, password: MySQL credentials (password from IMGPIPE_MLMD_PASSWORD, never a flag, so
+        it stays out of shell history and process lists).
+      default_sqlite: the local store used when no backend is named.
+    """
+
+    sqlite: str | None = None
+    mysql: str | None = None
+    grpc: str | None = None
+    user: str | None = None
+    password: str | None = None
+    default_sqlite: str = "build/tfx/metadata.db"
+
+    @classmethod
+    def resolve(
+        cls, flags: Mapping[str, str | None], environ: Mapping[str, str] = os.environ, **defaults
+    ) -> MlmdTarget:
+        """Flags (sqlite, mysql, grpc, user) first; the environment only when no backend flag
+        is given, so `--mlmd-sqlite X` works in a shell where IMGPIPE_MLMD_MYSQL is set."""
+        use_flags = any(flags.get(backend) for backend in BACKENDS)
+        values = {}
+        for field in (*BACKENDS, "user"):
+            from_env = None if use_flags and field in BACKENDS else environ.get(_env(field))
+            values[field] = flags.get(field) or from_env or None
+        values["password"] = environ.get(_env("password"))
+        return cls(**values, **defaults)
+
+    def backend(self) -> str:
+        named = [backend for backend in BACKENDS if getattr(self, backend)]
+        if len(named) > 1:
+            raise ConfigError("mlmd", f"name one store, not {' and '.join(named)}")
+        if self.user and named != ["mysql"]:
+            raise ConfigError("mlmd-user", "is only used with a MySQL store (--mlmd-mysql)")
+        return named[0] if named else "sqlite"
+
+    def connection_config(
+        self,
+    ) -> metadata_store_pb2.ConnectionConfig | metadata_store_pb2.MetadataStoreClientConfig:
+        backend = self.backend()
+        if backend == "grpc":
+            host, port = _host_port(self.grpc, "mlmd-grpc", default_port=None)
+            return metadata_store_pb2.MetadataStoreClientConfig(host=host, port=port)
+        config = metadata_store_pb2.ConnectionConfig()
+        if backend == "mysql":
+            address, _, database = self.mysql.partition("/")
+            if not database:
+                raise ConfigError("mlmd-mysql", f"{self.mysql!r} must be host[:port]/database")
+            host, port = _host_port(address, "mlmd-mysql", default_port=DEFAULT_MYSQL_PORT)
+            config.mysql.host, config.mysql.port, config.mysql.database = host, port, database
+            if self.user:
+                config.mysql.user = self.user
+            if self.password:
+                config.mysql.password = self.password
+            return config
+        config.sqlite.filename_uri = self.sqlite or self.default_sqlite
+        config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+        return config
+
+    def describe(self) -> str:
+        """The store in words, for messages (never the password)."""
+        backend = self.backend()
+        if backend == "grpc":
+            return f"metadata service {self.grpc}"
+        if backend == "mysql":
+            return f"MySQL {self.user + '@' if self.user else ''}{self.mysql}"
+        return f"SQLite {self.sqlite or self.default_sqlite}"
+
+    def open(self) -> metadata_store.MetadataStore:
+        """A read-only store for SQLite (a query never creates or changes a file)."""
+        config = self.connection_config()
+        if isinstance(config, metadata_store_pb2.ConnectionConfig) and config.HasField("sqlite"):
+            if not os.path.exists(config.sqlite.filename_uri):
+                raise StoreNotFound(
+                    f"no ML Metadata store at {config.sqlite.filename_uri}: run `imgpipe run` "
+                    f"first, or name your store with --mlmd-sqlite/--mlmd-mysql/--mlmd-grpc "
+                    f"(or {ENV_PREFIX}SQLITE/MYSQL/GRPC)"
+                )
+        return metadata_store.MetadataStore(config)
+
+
+def _env(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def _host_port(text: str, field: str, default_port: int | None) -> tuple[str, int]:
+    host, colon, port = text.rpartition(":") if ":" in text else (text, "", "")
+    if not colon:
+        if default_port is None:
+            raise ConfigError(field, f"{text!r} must be host:port")
+        return host, default_port
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(field, f"{text!r} must be host:port with a port between 1 and 65535")
+    return host, int(port)

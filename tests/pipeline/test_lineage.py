@@ -1,0 +1,284 @@
+"""Lineage and run history against a real store: the pipeline runs twice on tiny data (the
+second time with another learning rate), then every question is asked through the library and
+the CLI and checked against what the runs, the files and the input really were."""
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+
+import pytest
+import tensorflow_model_analysis as tfma
+
+from components.trainer.config import runlocal
+from data_prep.sources import input_fingerprint
+from pipeline import lineage
+from pipeline.cli import build_parser, main
+from pipeline.code_fingerprint import code_fingerprint
+from pipeline.config import local_preset
+from pipeline.local_runner import open_store, run_local
+from tests.data_prep import image_files
+
+IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+LABELS = ("cat", "dog", "owl")
+FIRST_RATE, SECOND_RATE = 0.003, 0.01
+
+
+@dataclasses.dataclass
+class TwoRuns:
+    config: object
+    images: object
+    first: object
+    second: object
+
+    @property
+    def store(self):
+        return open_store(self.config.metadata_path)
+
+    def cli(self, capsys, *command) -> tuple[int, str, str]:
+        code = main([*command, "--mlmd-sqlite", self.config.metadata_path])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lineage")
+    images = root / "images"
+    for label_index, label in enumerate(LABELS):
+        for i in range(10):
+            path = images / label / f"{i}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(image_files.jpeg(seed=100 * label_index + i))
+    config = dataclasses.replace(
+        local_preset(str(images), str(root / "build")),
+        beam_args=IN_PROCESS,
+        trainer=dataclasses.replace(runlocal(), learning_rate=FIRST_RATE),
+        min_accuracy=0.0,
+    )
+    first = run_local(config)
+    changed = dataclasses.replace(
+        config, trainer=dataclasses.replace(config.trainer, learning_rate=SECOND_RATE)
+    )
+    return TwoRuns(config, images, first, run_local(changed))
+
+
+def _tfma_accuracy(evaluation_uri: str, model_name: str) -> float:
+    """The overall accuracy as TFMA's notebook API reads it (a second, independent reader)."""
+    result = tfma.load_eval_result(evaluation_uri, model_name=model_name or None)
+    overall = dict(result.slicing_metrics)[()]
+    return overall[""][""]["sparse_categorical_accuracy"]["doubleValue"]
+
+
+@pytest.mark.slow
+def test_runs_newest_first_with_component_states_metrics_and_push(runs, capsys):
+    found = lineage.list_runs(runs.store)
+    assert [run.run_id for run in found] == [runs.second.run_id, runs.first.run_id]
+    newest, oldest = found
+    assert {c.node: c.state for c in oldest.components} == {
+        c.node: c.state for c in runs.first.components
+    }
+    states = {c.node: c.state for c in newest.components}
+    assert states["ImageExampleGen"] == states["Transform"] == "cached"
+    assert states["Trainer"] == "ran"
+    assert oldest.status == newest.status == "complete"
+    assert oldest.pushed_to == runs.first.pushed_to and os.path.isdir(oldest.pushed_to)
+    assert newest.pushed_to == runs.second.pushed_to
+    first_eval, second_eval = sorted(
+        runs.store.get_artifacts_by_type("ModelEvaluation"), key=lambda a: a.id
+    )
+    assert oldest.eval_accuracy == pytest.approx(_tfma_accuracy(first_eval.uri, ""))
+    assert newest.eval_accuracy == pytest.approx(_tfma_accuracy(second_eval.uri, "candidate"))
+    assert newest.examples_id == oldest.examples_id
+    assert newest.model_id != oldest.model_id
+
+    code, out, _ = runs.cli(capsys, "runs")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["RUN", "PIPELINE", "STARTED"]
+    assert lines[1].startswith(runs.second.run_id) and lines[3].startswith(runs.first.run_id)
+    assert "cached: ImageExampleGen" in lines[2] and "Trainer" in lines[2].split("ran:")[1]
+    code, out, _ = runs.cli(capsys, "runs", "--json")
+    assert [run["run_id"] for run in json.loads(out)] == [runs.second.run_id, runs.first.run_id]
+
+
+@pytest.mark.slow
+def test_model_lineage_reaches_the_images_code_and_settings(runs, capsys):
+    first_run = lineage.list_runs(runs.store, metrics=False)[-1]
+    answer = lineage.model_lineage(runs.store, first_run.pushed_model_id)
+    assert answer.pushed_model.properties["pushed_destination"] == runs.first.pushed_to
+    assert answer.model.id == first_run.model_id
+    assert answer.trainer_config["learning_rate"] == FIRST_RATE
+    assert answer.code_fingerprint == code_fingerprint()
+    assert answer.evaluation.blessed is True
+    first_eval = min(runs.store.get_artifacts_by_type("ModelEvaluation"), key=lambda a: a.id)
+    assert answer.evaluation.accuracy == pytest.approx(_tfma_accuracy(first_eval.uri, ""))
+    assert answer.evaluation.baseline_model_id is None  # the first model had no baseline
+    dataset = answer.dataset
+    assert dataset.examples.id == first_run.examples_id
+    assert dataset.label_map == {"cat": 0, "dog": 1, "owl": 2}
+    assert sum(dataset.split_counts.values()) == dataset.totals["accepted"] == 30
+    assert set(dataset.split_counts) == {"train", "eval"}
+    assert dataset.input == str(runs.images)
+    assert dataset.input_fingerprint == input_fingerprint(str(runs.images))
+    assert answer.transform is not None and answer.transform_graph is not None
+
+    for folder in (runs.first.pushed_to, os.path.abspath(runs.first.pushed_to) + "/"):
+        by_folder = lineage.model_lineage(runs.store, lineage.find_model(runs.store, folder))
+        assert by_folder.model.id == answer.model.id
+    code, out, _ = runs.cli(capsys, "lineage", "model", str(first_run.pushed_model_id))
+    assert code == 0
+    assert f"learning_rate={FIRST_RATE}" in out
+    assert re.search(rf"input +{re.escape(str(runs.images))}, 30 files", out)
+    assert code_fingerprint() in out
+
+
+@pytest.mark.slow
+def test_model_lineage_names_the_baseline_but_does_not_walk_into_it(runs, capsys):
+    newest, oldest = lineage.list_runs(runs.store, metrics=False)
+    answer = lineage.model_lineage(runs.store, newest.model_id)
+    assert answer.trainer_config["learning_rate"] == SECOND_RATE
+    assert answer.evaluation.baseline_model_id == oldest.model_id
+    nodes = {node for edge in answer.edges for node in (edge.source, edge.target)}
+    models = {node for node in nodes if node.startswith("Model ")}
+    assert models == {f"Model {newest.model_id}"}
+    trainers = {node for node in nodes if node.startswith("Trainer ")}
+    assert trainers == {answer.trainer.label}
+    assert {edge.key for edge in answer.edges} >= {"model", "examples", "transform_graph"}
+
+    code, out, _ = runs.cli(capsys, "lineage", "model", "--latest-pushed", "--json")
+    assert code == 0
+    pushed = json.loads(out)
+    assert pushed["pushed_model"]["properties"]["pushed_destination"] == (
+        runs.second.pushed_to or runs.first.pushed_to
+    )
+
+
+@pytest.mark.slow
+def test_examples_lineage_lists_both_models_and_what_was_pushed(runs, capsys):
+    newest, oldest = lineage.list_runs(runs.store, metrics=False)
+    answer = lineage.examples_lineage(runs.store, oldest.examples_id)
+    models = {trained.model.id: trained for trained in answer.models}
+    assert set(models) == {oldest.model_id, newest.model_id}
+    assert models[oldest.model_id].runs == (oldest.run_id,)
+    assert models[oldest.model_id].pushed_to == (runs.first.pushed_to,)
+    second_pushes = (runs.second.pushed_to,) if runs.second.pushed_to else ()
+    assert models[newest.model_id].pushed_to == second_pushes
+    code, out, _ = runs.cli(capsys, "lineage", "examples", str(oldest.examples_id))
+    assert code == 0
+    assert runs.first.pushed_to in out and "MODEL" in out
+
+
+@pytest.mark.slow
+def test_diff_shows_the_changed_setting_and_what_it_caused(runs, capsys):
+    diff = lineage.diff_runs(runs.store, runs.first.run_id, runs.second.run_id)
+    changes = {(c.section, c.key): (c.a, c.b) for c in diff.changes}
+    assert changes[("config", "trainer.learning_rate")] == (FIRST_RATE, SECOND_RATE)
+    assert ("artifacts", "model") in changes
+    assert changes[("components", "ImageExampleGen")] == ("ran", "cached")
+    assert not {c.section for c in diff.changes} & {"code", "data"}
+    assert diff.unchanged > 20
+
+    same = lineage.diff_runs(runs.store, "latest", "latest")
+    assert same.changes == ()
+    code, out, _ = runs.cli(capsys, "runs", "--pipeline", "imgpipe", "diff", "latest~1", "latest")
+    assert code == 0
+    assert re.search(rf"config +trainer.learning_rate +{FIRST_RATE} +{SECOND_RATE}", out)
+
+
+@pytest.mark.slow
+def test_image_lineage_by_path_by_bytes_and_after_a_change(runs, tmp_path, monkeypatch, capsys):
+    newest, oldest = lineage.list_runs(runs.store, metrics=False)
+    image = runs.images / "dog" / "3.jpg"
+    (match,) = lineage.image_lineage(runs.store, str(image)).matches
+    assert match.match == "path and bytes"
+    assert (match.examples_id, match.label, match.path) == (oldest.examples_id, "dog", "dog/3.jpg")
+    assert match.split in ("train", "eval")
+    assert {trained.model.id for trained in match.models} == {oldest.model_id, newest.model_id}
+
+    copy = tmp_path / "renamed.jpg"
+    shutil.copy(image, copy)
+    (match,) = lineage.image_lineage(runs.store, str(copy)).matches
+    assert match.match == "bytes only (recorded as dog/3.jpg)"
+
+    (tmp_path / "dog").mkdir()
+    (tmp_path / "dog" / "3.jpg").write_bytes(image_files.jpeg(seed=12345))
+    monkeypatch.chdir(tmp_path)
+    (match,) = lineage.image_lineage(runs.store, "dog/3.jpg").matches
+    assert match.match == "path only (the file changed since)"
+
+    (tmp_path / "new.jpg").write_bytes(image_files.jpeg(seed=54321))
+    assert lineage.image_lineage(runs.store, "new.jpg").matches == ()
+    code, out, _ = runs.cli(capsys, "lineage", "image", "new.jpg")
+    assert code == 0 and "no dataset in this metadata store includes it" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["lineage", "model", "999999"], "no artifact with id 999999"),
+        (["lineage", "examples", "999999"], "no artifact with id 999999"),
+        (["lineage", "model", "/no/such/folder"], "neither an artifact id nor a pushed model"),
+        (["lineage", "model"], "give a model id or folder, or --latest-pushed"),
+        (["runs", "diff", "latest", "2001-01-01"], "no run '2001-01-01'"),
+        (["runs", "diff", "latest", "latest~5"], "only 2 run"),
+    ],
+)
+def test_unknown_ids_are_clear_errors(runs, capsys, command, message):
+    code, out, err = runs.cli(capsys, *command)
+    assert code == 2 and out == ""
+    assert message in err
+
+
+@pytest.mark.slow
+def test_an_id_of_another_type_is_a_clear_error(runs, capsys):
+    newest = lineage.list_runs(runs.store, metrics=False)[0]
+    code, _, err = runs.cli(capsys, "lineage", "model", str(newest.examples_id))
+    assert code == 2
+    assert f"artifact {newest.examples_id} is an artifact of type Examples" in err
+
+
+def test_an_empty_store_gives_clear_messages(tmp_path, capsys):
+    path = str(tmp_path / "metadata.db")
+    open_store(path)  # creates an empty store, as a fresh deployment has
+    for command, message in [
+        (["runs"], "no runs in this metadata store"),
+        (["lineage", "model", "--latest-pushed"], "no pushed model in this metadata store"),
+        (["lineage", "examples", "1"], "no artifact with id 1"),
+    ]:
+        assert main([*command, "--mlmd-sqlite", path]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_a_missing_store_names_the_path(tmp_path, capsys):
+    assert main(["runs", "--build-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"no ML Metadata store at {tmp_path}/tfx/metadata.db" in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs"],
+        ["runs", "diff"],
+        ["lineage"],
+        ["lineage", "model"],
+        ["lineage", "examples"],
+        ["lineage", "image"],
+    ],
+)
+def test_each_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: imgpipe" in capsys.readouterr().out
+
+
+def test_store_options_work_before_and_after_diff():
+    parser = build_parser()
+    args = parser.parse_args(["runs", "--json", "--mlmd-sqlite", "a.db", "diff", "x", "y"])
+    assert (args.json, args.mlmd_sqlite, args.run_a, args.run_b) == (True, "a.db", "x", "y")
+    args = parser.parse_args(["runs", "diff", "x", "y", "--mlmd-sqlite", "b.db"])
+    assert (args.json, args.mlmd_sqlite, args.build_dir) == (False, "b.db", "build")

@@ -1,0 +1,82 @@
+"""Which store lineage commands open: flags over environment, each backend's connection config,
+and clear errors for ambiguous or malformed settings. Only SQLite is opened here."""
+
+import pytest
+from ml_metadata.proto import metadata_store_pb2
+
+from data_prep.config import ConfigError
+from pipeline.mlmd_connection import MlmdTarget, StoreNotFound
+
+NO_FLAGS = {"sqlite": None, "mysql": None, "grpc": None, "user": None}
+
+
+def _resolve(environ=None, **flags):
+    return MlmdTarget.resolve({**NO_FLAGS, **flags}, environ or {}, default_sqlite="b/m.db")
+
+
+def test_default_is_the_local_sqlite_store_opened_read_only():
+    config = _resolve().connection_config()
+    assert config.sqlite.filename_uri == "b/m.db"
+    assert config.sqlite.connection_mode == metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+
+
+def test_mysql_from_the_environment_with_user_and_password():
+    target = _resolve(
+        {
+            "IMGPIPE_MLMD_MYSQL": "db.internal/mlmd",
+            "IMGPIPE_MLMD_USER": "tfx",
+            "IMGPIPE_MLMD_PASSWORD": "s3cret",
+        }
+    )
+    config = target.connection_config()
+    assert (config.mysql.host, config.mysql.port, config.mysql.database) == (
+        "db.internal",
+        3306,
+        "mlmd",
+    )
+    assert (config.mysql.user, config.mysql.password) == ("tfx", "s3cret")
+    assert "s3cret" not in target.describe()
+    assert target.describe() == "MySQL tfx@db.internal/mlmd"
+
+
+def test_mysql_flag_with_port():
+    config = _resolve(mysql="10.0.0.5:3307/metadata").connection_config()
+    assert (config.mysql.host, config.mysql.port, config.mysql.database) == (
+        "10.0.0.5",
+        3307,
+        "metadata",
+    )
+
+
+def test_grpc_metadata_service():
+    config = _resolve(grpc="metadata-grpc-service:8080").connection_config()
+    assert isinstance(config, metadata_store_pb2.MetadataStoreClientConfig)
+    assert (config.host, config.port) == ("metadata-grpc-service", 8080)
+
+
+def test_a_backend_flag_wins_over_the_environment():
+    target = _resolve({"IMGPIPE_MLMD_MYSQL": "db/mlmd"}, sqlite="other.db")
+    assert target.connection_config().sqlite.filename_uri == "other.db"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"sqlite": "a.db", "grpc": "h:1"}, "mlmd: name one store, not sqlite and grpc"),
+        ({"mysql": "db.internal"}, "mlmd-mysql: 'db.internal' must be host"),
+        ({"mysql": "db:port/x"}, "mlmd-mysql: 'db:port' must be host:port with a port"),
+        ({"grpc": "metadata"}, "mlmd-grpc: 'metadata' must be host:port"),
+        ({"grpc": "h:70000"}, "port between 1 and 65535"),
+        ({"user": "tfx"}, "mlmd-user: is only used with a MySQL store"),
+    ],
+)
+def test_bad_settings_name_the_flag(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        _resolve(**settings).connection_config()
+
+
+def test_a_missing_sqlite_file_is_a_clear_error_and_is_not_created(tmp_path):
+    missing = tmp_path / "nothing.db"
+    with pytest.raises(StoreNotFound, match="no ML Metadata store at .*run `imgpipe run` first"):
+        _resolve(sqlite=str(missing)).open()
+    assert not missing.exists()
