@@ -7,7 +7,6 @@ pushed. The check itself runs in serving_probe.py in a child process; a crash th
 model with the child's last output as the reason.
 """
 
-
 import json
 import os
 import subprocess

@@ -44,7 +44,9 @@ def check_outputs(
     }
     for name, shape in expected_shapes.items():
         if tuple(outputs[name].shape) != shape:
-            problems.append(f"{signature}: {name} has shape {tuple(outputs[name].shape)}, not {shape}")
+            problems.append(
+                f"{signature}: {name} has shape {tuple(outputs[name].shape)}, not {shape}"
+            )
     if problems:
         return problems
     probabilities = outputs["probabilities"].numpy()
