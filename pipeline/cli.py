@@ -212,8 +212,48 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     if summary.blessed is not None:
         print(f"blessed: {'yes' if summary.blessed else 'no'}")
     print(f"pushed: {summary.pushed_to or 'no'}")
+    _print_model_reports(summary)
     print(f"ML Metadata: {config.metadata_path}; artifacts under {config.pipeline_root}")
     return 0 if summary.pushed_to or summary.blessed is None else 3
+
+
+def _print_model_reports(summary) -> None:
+    """The serving check, the readable evaluation, TFLite and the model card of a run."""
+    check = summary.serving_check
+    if check is not None:
+        verdict = "passed" if check["blessed"] else f"refused ({check.get('problems', '')})"
+        timing = ""
+        if "latency_p50_ms" in check:
+            timing = (
+                f"; load {check['load_seconds']:.2f} s, single-image latency "
+                f"p50 {check['latency_p50_ms']:.1f} ms, p99 {check['latency_p99_ms']:.1f} ms"
+            )
+        print(f"serving check: {verdict}{timing}")
+    evaluation = summary.evaluation
+    if evaluation is not None:
+        print(f"eval per class (precision / recall / F1), macro F1 {evaluation['macro_f1']:.3f}:")
+        for row in evaluation["per_class"]:
+            print(
+                f"  {row['class']:<20} {row['precision']:.3f} / {row['recall']:.3f} / "
+                f"{row['f1']:.3f}  ({row['support']} images)"
+            )
+        pairs = ", ".join(
+            f"{p['true']} -> {p['predicted']} ({p['count']})" for p in evaluation["most_confused"]
+        )
+        print(f"most confused (true -> predicted): {pairs or 'none'}")
+        print(
+            f"misclassified eval images: {evaluation['misclassified_count']}; report, "
+            f"confusion_matrix.png and misclassified.csv in {evaluation['uri']}"
+        )
+    if summary.tflite is not None:
+        gaps = ", ".join(
+            f"{name.split('_')[0]} {value:+.2f}"
+            for name, value in sorted(summary.tflite.items())
+            if name.endswith("_gap_points")
+        )
+        print(f"TFLite accuracy, points below the SavedModel on the eval split: {gaps}")
+    if summary.model_card is not None:
+        print(f"model card: {summary.model_card}")
 
 
 def build_parser() -> argparse.ArgumentParser:

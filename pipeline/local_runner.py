@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 from ml_metadata.metadata_store import metadata_store
@@ -36,6 +37,13 @@ class RunSummary:
     eval_accuracy: float | None = None  # None when the Evaluator did not run
     blessed: bool | None = None
     pushed_to: str | None = None  # the pushed model's folder; None when nothing was pushed
+    # ServingCheck: blessed, load_seconds, latency_p50_ms, latency_p99_ms, problems (if refused).
+    serving_check: dict | None = None
+    # EvaluationReportGen: accuracy, macro_f1, per_class, most_confused, misclassified_count, uri.
+    evaluation: dict | None = None
+    # TFLiteExport: saved_model_accuracy and <float32|float16>_accuracy_gap_points.
+    tflite: dict | None = None
+    model_card: str | None = None  # folder holding model_card.json/.md (the pushed model's)
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -105,7 +113,38 @@ def _outcome(outputs: dict[str, list]) -> dict:
             outcome["pushed_to"] = pushed.custom_properties["pushed_destination"].string_value
     for evaluation in outputs.get("ModelEvaluation", []):
         outcome["eval_accuracy"] = _accuracy(evaluation.uri)
+    for check in outputs.get("InfraBlessing", []):
+        outcome["serving_check"] = _properties(check)
+        outcome["serving_check"]["blessed"] = bool(outcome["serving_check"]["blessed"])
+    for tflite in outputs.get("imgpipe.TFLiteModel", []):
+        outcome["tflite"] = _properties(tflite)
+    for report in outputs.get("imgpipe.EvaluationReport", []):
+        outcome["evaluation"] = _readable_evaluation(report.uri)
+    for card in outputs.get("imgpipe.ModelCard", []):
+        placed = card.custom_properties.get("placed_at")
+        outcome["model_card"] = placed.string_value if placed else card.uri
     return outcome
+
+
+def _properties(artifact) -> dict:
+    """An artifact's own custom properties (not TFX's bookkeeping ones) as plain values."""
+    values = {}
+    for name, value in artifact.custom_properties.items():
+        kind = value.WhichOneof("value")
+        if kind in ("int_value", "double_value", "string_value") and not name.startswith(
+            ("tfx_", "is_external", "state", "name", "producer_component", "has_model")
+        ):
+            values[name] = getattr(value, kind)
+    return values
+
+
+def _readable_evaluation(uri: str) -> dict:
+    from components.evaluation_report import REPORT_FILE
+
+    with open(os.path.join(uri, REPORT_FILE)) as handle:
+        report = json.load(handle)
+    keys = ("accuracy", "macro_f1", "per_class", "most_confused", "misclassified_count")
+    return {**{key: report[key] for key in keys}, "uri": uri}
 
 
 def _accuracy(evaluation_uri: str) -> float | None:
