@@ -17,11 +17,7 @@ from tfx.types import standard_artifacts
 from components.serving_check import BLESSED_FILE, NOT_BLESSED_FILE, REPORT_FILE, ServingCheck
 from components.serving_probe import check_outputs
 from components.trainer import export, serving_assets
-from components.trainer.config import runlocal
-from components.trainer.model import build_model
-from components.trainer.preprocessing import Normalization
-
-LABELS = ["cat", "dog", "emu"]
+from tests.components.trainer.conftest import LABEL_NAMES as LABELS
 
 
 def _outputs(probabilities, ids=None, names=None):
@@ -55,21 +51,6 @@ def test_check_outputs_names_each_problem(outputs, problem):
     assert problem in " ".join(problems)
 
 
-def _model_artifact(root) -> standard_artifacts.Model:
-    """A Model artifact holding an export, as the Trainer writes it (Format-Serving/)."""
-    config = runlocal()
-    model = standard_artifacts.Model()
-    model.uri = str(root)
-    export.export_model(
-        build_model(config, len(LABELS)),
-        os.path.join(model.uri, "Format-Serving"),
-        config.image_size,
-        LABELS,
-        Normalization((120.0, 110.0, 100.0), (60.0, 50.0, 40.0)),
-    )
-    return model
-
-
 def _run_check(model, root) -> standard_artifacts.InfraBlessing:
     blessing = standard_artifacts.InfraBlessing()
     blessing.uri = str(root)
@@ -97,14 +78,9 @@ def _push(model, infra_blessing, destination, root) -> standard_artifacts.Pushed
     return pushed
 
 
-@pytest.fixture(scope="module")
-def good_model(tmp_path_factory):
-    return _model_artifact(tmp_path_factory.mktemp("good"))
-
-
 @pytest.mark.slow
-def test_a_good_export_is_blessed_with_measured_load_time_and_latency(good_model, tmp_path):
-    blessing = _run_check(good_model, tmp_path / "blessing")
+def test_a_good_export_is_blessed_with_measured_load_time_and_latency(model_artifact, tmp_path):
+    blessing = _run_check(model_artifact, tmp_path / "blessing")
 
     assert blessing.get_int_custom_property("blessed") == 1
     assert os.path.exists(os.path.join(blessing.uri, BLESSED_FILE))
@@ -117,21 +93,21 @@ def test_a_good_export_is_blessed_with_measured_load_time_and_latency(good_model
     assert 0 < latency["p50"] <= latency["p99"] and latency["requests"] == 20
     assert blessing.get_float_custom_property("latency_p99_ms") == latency["p99"]
 
-    pushed = _push(good_model, blessing, tmp_path / "serving", tmp_path)
+    pushed = _push(model_artifact, blessing, tmp_path / "serving", tmp_path)
     assert pushed.get_int_custom_property("pushed") == 1
     assert os.listdir(tmp_path / "serving")
 
 
 @pytest.mark.slow
-def test_a_broken_export_is_refused_and_not_pushed(good_model, tmp_path):
+def test_a_broken_export_is_refused_and_not_pushed(model_artifact, tmp_path):
     broken = standard_artifacts.Model()
     broken.uri = str(tmp_path / "broken")
-    shutil.copytree(good_model.uri, broken.uri)
+    shutil.copytree(model_artifact.uri, broken.uri)
     labels = os.path.join(
         broken.uri, "Format-Serving", serving_assets.ASSETS_EXTRA, serving_assets.LABELS_FILE
     )
     with open(labels, "w") as handle:
-        handle.write("cat\ndog\n")  # the model answers 3 classes
+        handle.write("".join(f"{name}\n" for name in LABELS[:2]))  # the model answers 3 classes
 
     blessing = _run_check(broken, tmp_path / "blessing")
 
