@@ -70,6 +70,7 @@ def probe(model_dir: str, latency_requests: int) -> dict:
     requests = read_warmup_requests(model_dir)
     problems = [] if requests else ["no warmup requests in assets.extra"]
     single_image = None
+    warmup_ms = []  # each warmup request's latency; the first pays what warmup exists to absorb
     for log in requests:
         request = log.predict_log.request
         name = request.model_spec.signature_name
@@ -77,11 +78,13 @@ def probe(model_dir: str, latency_requests: int) -> dict:
             problems.append(f"warmup request for missing signature {name!r}")
             continue
         inputs = request_inputs(request)
+        start = time.perf_counter()
         try:
             outputs = loaded.signatures[name](**inputs)
         except (tf.errors.OpError, TypeError, ValueError) as error:
             problems.append(f"{name}: request failed: {error}")
             continue
+        warmup_ms.append((time.perf_counter() - start) * 1000)
         batch = int(next(iter(inputs.values())).shape[0])
         problems.extend(check_outputs(name, outputs, batch, label_names))
         if IMAGES_INPUT in inputs and batch == 1:
@@ -90,6 +93,7 @@ def probe(model_dir: str, latency_requests: int) -> dict:
         "model_dir": model_dir,
         "load_seconds": load_seconds,
         "warmup_requests": len(requests),
+        "warmup_request_ms": warmup_ms,
         "signatures": sorted(loaded.signatures),
         "problems": problems,
     }

@@ -87,6 +87,7 @@ def test_a_good_export_is_blessed_with_measured_load_time_and_latency(model_arti
     with open(os.path.join(blessing.uri, REPORT_FILE)) as handle:
         report = json.load(handle)
     assert report["problems"] == [] and report["warmup_requests"] == 2
+    assert len(report["warmup_request_ms"]) == 2
     assert report["signatures"] == [export.EXAMPLES_SIGNATURE, export.IMAGES_SIGNATURE]
     assert report["load_seconds"] > 0
     latency = report["latency_ms"]
