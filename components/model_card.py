@@ -208,6 +208,7 @@ def build_card(
         "serving_check": _read_json(infra_blessing.uri, serving_check.REPORT_FILE),
         "tflite": {
             "files": tflite_report["files"],
+            "conversion_failed": tflite_report["conversion_failed"],
             "bytes": tflite_report["bytes"],
             "eval": tflite_report["eval"],
             "not_convertible": tflite_report["not_convertible"],
@@ -292,6 +293,10 @@ def card_markdown(card: dict) -> str:
         + f" (points below the SavedModel: {gaps})",
         f"- not convertible to TFLite builtins: {', '.join(refused['ops']) or 'nothing'} "
         f"({refused['note']})",
+        *(
+            f"- TFLite {name} conversion failed on: {', '.join(ops)}"
+            for name, ops in card["tflite"]["conversion_failed"].items()
+        ),
         "",
         "Package versions: "
         + ", ".join(f"{k} {v}" for k, v in card["package_versions"].items() if v),
@@ -312,13 +317,13 @@ def write_card(card: dict, directory: str) -> None:
 
 
 def place_beside_pushed_model(
-    card_dir: str, tflite_dir: str, report_dir: str, destination: str
+    card_dir: str, tflite_dir: str, tflite_files: list[str], report_dir: str, destination: str
 ) -> None:
     """Copies the card, the TFLite models and the evaluation into the pushed version folder."""
     copies = [(card_dir, name, destination) for name in (CARD_JSON, CARD_MARKDOWN)]
     copies += [
         (tflite_dir, name, os.path.join(destination, TFLITE_DIR))
-        for name in (*tflite_export.FILES.values(), tflite_export.REPORT_FILE)
+        for name in (*tflite_files, tflite_export.REPORT_FILE)
     ]
     copies += [
         (report_dir, name, os.path.join(destination, EVALUATION_DIR))
@@ -367,6 +372,10 @@ def ModelCardGen(  # noqa: N802  TFX component names are classes
     model_card.set_int_custom_property("model_id", model.id)
     if card["model"]["pushed"]:
         place_beside_pushed_model(
-            model_card.uri, tflite.uri, readable_evaluation.uri, card["model"]["pushed_to"]
+            model_card.uri,
+            tflite.uri,
+            list(card["tflite"]["files"].values()),
+            readable_evaluation.uri,
+            card["model"]["pushed_to"],
         )
         model_card.set_string_custom_property("placed_at", card["model"]["pushed_to"])

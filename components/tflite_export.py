@@ -68,9 +68,25 @@ def unconvertible_ops(saved_model_dir: str, signature: str) -> list[str]:
     try:
         converter.convert()
     except ConverterError as error:
-        names = {found.operator.name for found in error.errors if found.operator.name}
-        return sorted(names) or [str(error).splitlines()[0]]
+        return refused_ops(error)
     return []
+
+
+def refused_ops(error: ConverterError) -> list[str]:
+    names = {found.operator.name for found in error.errors if found.operator.name}
+    return sorted(names) or [str(error).splitlines()[0]]
+
+
+def convert_all(function, model: keras.Model) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+    """Every quantization that converts, and the refused ops of each that does not: a model
+    TFLite cannot express still gets served and pushed, with the reason in the report."""
+    converted, failed = {}, {}
+    for name in FILES:
+        try:
+            converted[name] = convert(function, model, name)
+        except ConverterError as error:
+            failed[name] = refused_ops(error)
+    return converted, failed
 
 
 def tflite_probabilities(flatbuffer: bytes, pixels: np.ndarray) -> np.ndarray:
@@ -134,12 +150,13 @@ def TFLiteExport(  # noqa: N802  TFX component names are classes
     image_size = int(keras_model.input_shape[1])
     normalization = normalization_from_transform(tft.TFTransformOutput(transform_graph.uri))
     function = pixels_function(keras_model, image_size, normalization)
-    flatbuffers = {name: convert(function, keras_model, name) for name in FILES}
+    flatbuffers, failed = convert_all(function, keras_model)
     for name, flatbuffer in flatbuffers.items():
         with FileSystems.create(os.path.join(tflite.uri, FILES[name])) as handle:
             handle.write(flatbuffer)
     report = {
-        "files": FILES,
+        "files": {name: FILES[name] for name in flatbuffers},
+        "conversion_failed": failed,
         "input": {
             "name": PIXELS_INPUT,
             "dtype": "float32",

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tf_keras as keras
 
 from components import tflite_export
@@ -62,3 +63,16 @@ def test_eval_split_comparison_scores_every_model_on_the_same_images(converted, 
     # Same preprocessing, same weights: float32 TFLite matches the SavedModel exactly.
     assert compared["max_abs_probability_difference"]["float32"] <= 1e-5
     assert compared["top1_agreement"]["float32"] == 1.0
+
+
+def test_a_model_tflite_cannot_express_gets_the_refused_ops_not_a_crash():
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+    def classify(pixels):
+        lengths = tf.strings.length(tf.strings.as_string(pixels))  # no TFLite builtin
+        return {"probabilities": tf.nn.softmax(tf.cast(lengths, tf.float32))}
+
+    converted, failed = tflite_export.convert_all(classify.get_concrete_function(), tf.Module())
+
+    assert converted == {}
+    assert set(failed) == set(tflite_export.FILES)
+    assert all("tf.AsString" in ops for ops in failed.values())
