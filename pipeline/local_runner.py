@@ -126,14 +126,15 @@ def _outcome(outputs: dict[str, list]) -> dict:
     return outcome
 
 
+_BOOKKEEPING = ("tfx_version", "is_external", "has_model")
+
+
 def _properties(artifact) -> dict:
     """An artifact's own custom properties (not TFX's bookkeeping ones) as plain values."""
     values = {}
     for name, value in artifact.custom_properties.items():
         kind = value.WhichOneof("value")
-        if kind in ("int_value", "double_value", "string_value") and not name.startswith(
-            ("tfx_", "is_external", "state", "name", "producer_component", "has_model")
-        ):
+        if kind in ("int_value", "double_value", "string_value") and name not in _BOOKKEEPING:
             values[name] = getattr(value, kind)
     return values
 
