@@ -214,13 +214,10 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
         print(f"data: span {summary.span} ({news}): {counts} files; {summary.ingest_report}")
     if summary.eval_accuracy is not None:
         print(f"eval accuracy: {summary.eval_accuracy:.4f} (threshold {config.min_accuracy})")
-    for class_id, metrics in summary.per_class.items():
-        name = summary.class_names[class_id] if class_id < len(summary.class_names) else "?"
-        scores = "  ".join(f"{key} {value:.3f}" for key, value in metrics.items())
-        print(f"  class {class_id} {name:<20} {scores}")
     if summary.blessed is not None:
         print(f"blessed: {'yes' if summary.blessed else 'no'}")
     print(f"pushed: {summary.pushed_to or 'no'}")
+    _print_model_reports(summary)
     print(f"ML Metadata: {config.metadata_path}; artifacts under {config.pipeline_root}")
     if summary.pushed_to:
         lineage = f"imgpipe lineage model --latest-pushed --build-dir {args.build_dir}"
@@ -375,6 +372,82 @@ def _run_query(args, beam_args: list[str]) -> int:
     return 0
 
 
+def _print_model_reports(summary) -> None:
+    """The serving check, the readable evaluation, TFLite and the model card of a run."""
+    check = summary.serving_check
+    if check is not None:
+        verdict = "passed" if check["blessed"] else f"refused ({check.get('problems', '')})"
+        timing = ""
+        if "latency_p50_ms" in check:
+            timing = (
+                f"; load {check['load_seconds']:.2f} s, single-image latency "
+                f"p50 {check['latency_p50_ms']:.1f} ms, p99 {check['latency_p99_ms']:.1f} ms"
+            )
+        print(f"serving check: {verdict}{timing}")
+    evaluation = summary.evaluation
+    if evaluation is not None:
+        print(f"eval per class (precision / recall / F1), macro F1 {evaluation['macro_f1']:.3f}:")
+        for row in evaluation["per_class"]:
+            print(
+                f"  {row['class']:<20} {row['precision']:.3f} / {row['recall']:.3f} / "
+                f"{row['f1']:.3f}  ({row['support']} images)"
+            )
+        pairs = ", ".join(
+            f"{p['true']} -> {p['predicted']} ({p['count']})" for p in evaluation["most_confused"]
+        )
+        print(f"most confused (true -> predicted): {pairs or 'none'}")
+        print(
+            f"misclassified eval images: {evaluation['misclassified_count']}; report, "
+            f"confusion_matrix.png and misclassified.csv in {evaluation['uri']}"
+        )
+    if summary.tflite is not None:
+        gaps = ", ".join(
+            f"{name.split('_')[0]} {value:+.2f}"
+            for name, value in sorted(summary.tflite.items())
+            if name.endswith("_gap_points")
+        )
+        print(f"TFLite accuracy, points below the SavedModel on the eval split: {gaps}")
+    if summary.model_card is not None:
+        print(f"model card: {summary.model_card}")
+
+
+def _add_predict(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "predict",
+        help="top-k classes of image files with an exported model",
+        description="Classifies image files with a SavedModel exported by the pipeline (a pushed "
+        "version folder, or the Pusher's base folder for its newest version). Files go through "
+        "the ingest's validation and conversion, so every format the ingest accepts works "
+        "(JPEG, PNG, WebP, TIFF, BMP, GIF, grayscale, EXIF-rotated). A file that is not a usable "
+        "image gets an error naming why; the others are still answered, and the exit status is "
+        "1.",
+    )
+    parser.add_argument("--model", required=True, help="SavedModel folder or Pusher base folder")
+    parser.add_argument("--top-k", type=int, default=3, help="classes per file (default: 3)")
+    parser.add_argument("files", nargs="+", metavar="FILE")
+    parser.set_defaults(handler=_run_predict)
+
+
+def _run_predict(args, beam_args: list[str]) -> int:
+    from pipeline.predict import Failure, predict_files
+
+    try:
+        results = predict_files(args.model, args.files, args.top_k)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"imgpipe predict: error: {error}", file=sys.stderr)
+        return 2
+    for result in results:
+        if isinstance(result, Failure):
+            print(
+                f"imgpipe predict: {result.path}: {result.reason}: {result.detail}",
+                file=sys.stderr,
+            )
+        else:
+            answer = ", ".join(f"{name} {probability:.3f}" for name, probability in result.top)
+            print(f"{result.path}: {answer}")
+    return 1 if any(isinstance(result, Failure) for result in results) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imgpipe", description="Image classification pipeline on TFX."
@@ -386,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(subparsers)
     _add_runs(subparsers)
     _add_lineage(subparsers)
+    _add_predict(subparsers)
     return parser
 
 

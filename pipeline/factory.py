@@ -13,7 +13,11 @@ from tfx import v1 as tfx
 
 import components
 from components.anomalies_gate import AnomaliesGate
+from components.evaluation_report import EvaluationReportGen
 from components.image_example_gen import ImageExampleGen
+from components.model_card import ModelCardGen
+from components.serving_check import ServingCheck
+from components.tflite_export import TFLiteExport
 from components.trainer.export import EXAMPLES_SIGNATURE
 from components.trainer_module import TRAINER_CONFIG_KEY, trainer_config_to_json
 from components.transform_module import IMAGE_SIZE_KEY
@@ -127,14 +131,36 @@ def create_pipeline(
         example_splits=["eval"],
         eval_config=eval_config(config.min_accuracy, len(data.class_names)),
     )
+    serving_check = ServingCheck(model=trainer.outputs["model"])
+    tflite_export = TFLiteExport(
+        model=trainer.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+    )
+    evaluation_report = EvaluationReportGen(
+        model=trainer.outputs["model"], examples=example_gen.outputs["examples"]
+    )
     pusher = tfx.components.Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=serving_check.outputs["blessing"],  # both blessings or no push
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(
                 base_directory=os.path.join(config.serving_dir, config.name)
             )
         ),
+    )
+    model_card = ModelCardGen(
+        model=trainer.outputs["model"],
+        model_run=trainer.outputs["model_run"],
+        examples=example_gen.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        evaluation=evaluator.outputs["evaluation"],
+        model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=serving_check.outputs["blessing"],
+        readable_evaluation=evaluation_report.outputs["report"],
+        tflite=tflite_export.outputs["tflite"],
+        pushed_model=pusher.outputs["pushed_model"],
     )
     return tfx.dsl.Pipeline(
         pipeline_name=config.name,
@@ -149,7 +175,11 @@ def create_pipeline(
             trainer,
             baseline,
             evaluator,
+            serving_check,
+            tflite_export,
+            evaluation_report,
             pusher,
+            model_card,
         ],
         enable_cache=config.enable_cache,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(

@@ -109,6 +109,13 @@ class PipelineRun:
     ingest_report: str | None = None
     # Eval precision and recall of each class, by label id (read with the accuracy).
     per_class: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # ServingCheck: blessed, load_seconds, latency_p50_ms, latency_p99_ms, problems (if refused).
+    serving_check: dict | None = None
+    # EvaluationReportGen: accuracy, macro_f1, per_class, most_confused, misclassified_count, uri.
+    evaluation: dict | None = None
+    # TFLiteExport: saved_model_accuracy and <float32|float16>_accuracy_gap_points.
+    tflite: dict | None = None
+    model_card: str | None = None  # folder holding model_card.json/.md (the pushed model's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -410,14 +417,20 @@ def _outputs_by_key(events: list[mlmd_pb2.Event]) -> dict[int, dict[str, list[in
     return found
 
 
-# The outputs a run summary reads: output key -> the artifact type it must have.
+# The outputs a run summary reads: name -> (output key, the artifact type it must have); the
+# type tells the Evaluator's ModelBlessing from the ServingCheck's InfraBlessing (both 'blessing').
 _RUN_OUTPUTS = {
-    "examples": "Examples",
-    "model": "Model",
-    "blessing": "ModelBlessing",
-    "evaluation": "ModelEvaluation",
-    "pushed_model": "PushedModel",
-    "ingest_report": "imgpipe.IngestReport",  # components.image_example_gen.IngestReport
+    "examples": ("examples", "Examples"),
+    "model": ("model", "Model"),
+    "blessing": ("blessing", "ModelBlessing"),
+    "serving_check": ("blessing", "InfraBlessing"),
+    "evaluation": ("evaluation", "ModelEvaluation"),
+    "pushed_model": ("pushed_model", "PushedModel"),
+    # imgpipe's own artifact types, defined in components/ (not imported: TFX loads slowly).
+    "ingest_report": ("ingest_report", "imgpipe.IngestReport"),
+    "tflite": ("tflite", "imgpipe.TFLiteModel"),
+    "readable_evaluation": ("report", "imgpipe.EvaluationReport"),
+    "model_card": ("model_card", "imgpipe.ModelCard"),
 }
 INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")  # IngestReport custom properties
 
@@ -474,11 +487,12 @@ def _summarize(graph: _Graph, context, executions, node_of, metrics: bool) -> Pi
             [i for by_key in outputs.values() for ids in by_key.values() for i in ids]
         )
     }
-    first = {  # e.g. 'blessing' -> the ModelBlessing, never an InfraValidator's InfraBlessing
-        key: ids[0]
+    first = {  # e.g. 'blessing' -> the ModelBlessing, never the serving check's InfraBlessing
+        name: ids[0]
         for by_key in outputs.values()
         for key, ids in by_key.items()
-        if _RUN_OUTPUTS.get(key) == produced.get(ids[0])
+        for name, (output_key, type_name) in _RUN_OUTPUTS.items()
+        if key == output_key and produced.get(ids[0]) == type_name
     }
     outcome = {}
     if "blessing" in first:
@@ -490,6 +504,7 @@ def _summarize(graph: _Graph, context, executions, node_of, metrics: bool) -> Pi
         outcome["eval_accuracy"] = eval_accuracy(evaluation_uri)
         outcome["per_class"] = per_class_metrics(evaluation_uri)
     outcome.update(_data(graph, first, components, outputs))
+    outcome.update(_model_reports(graph, first))
     if "pushed_model" in first:
         pushed = graph.artifact(first["pushed_model"])
         if pushed.custom_properties["pushed"].int_value:
@@ -532,6 +547,28 @@ def _data(graph: _Graph, first: dict[str, int], components, outputs) -> dict:
         }
         data["ingest_report"] = IngestOutputs.under(report.uri).report_path
     return data
+
+
+def _model_reports(graph: _Graph, first: dict[str, int]) -> dict:
+    """The serving check, TFLite comparison, readable evaluation and model card of a run."""
+    reports = {}
+    if "serving_check" in first:
+        check = _properties(graph.artifact(first["serving_check"]))
+        reports["serving_check"] = {**check, "blessed": bool(check.get("blessed"))}
+    if "tflite" in first:
+        reports["tflite"] = _properties(graph.artifact(first["tflite"]))
+    if "readable_evaluation" in first:
+        from components.evaluation_report import REPORT_FILE
+
+        uri = graph.artifact(first["readable_evaluation"]).uri
+        report = _read_json(os.path.join(uri, REPORT_FILE))
+        keys = ("accuracy", "macro_f1", "per_class", "most_confused", "misclassified_count")
+        reports["evaluation"] = {**{key: report.get(key) for key in keys}, "uri": uri}
+    if "model_card" in first:
+        card = graph.artifact(first["model_card"])
+        placed = card.custom_properties.get("placed_at")
+        reports["model_card"] = placed.string_value if placed else card.uri
+    return reports
 
 
 def find_run(runs: list[PipelineRun], spec: str) -> PipelineRun:

@@ -8,6 +8,7 @@ into the graph, so serving cannot drift from training:
     tf.Example.
 Both return class_ids (int64 [batch]), class_names (string [batch]) and probabilities (float32
 [batch, classes], in label-id order).
+assets.extra/ holds TensorFlow Serving warmup requests and the label names (serving_assets.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.trainer.preprocessing import CHANNELS, Normalization, preprocess_image
+from components.trainer.serving_assets import write_serving_assets
 from data_prep import features
 
 EXAMPLES_SIGNATURE = "serving_default"
@@ -29,7 +31,8 @@ def export_model(
     label_names: list[str],
     normalization: Normalization,
 ) -> str:
-    """Saves `model` (normalized images -> probabilities) with both signatures; returns the path."""
+    """Saves `model` (normalized images -> probabilities) with both signatures, warmup requests
+    and label names; returns the path."""
     class_names = tf.constant(list(label_names), tf.string)
     image_spec = tf.TensorSpec([image_size, image_size, CHANNELS], tf.float32)
 
@@ -58,4 +61,7 @@ def export_model(
 
     signatures = {EXAMPLES_SIGNATURE: serve_examples, IMAGES_SIGNATURE: serve_images}
     model.save(export_dir, save_format="tf", signatures=signatures)
+    write_serving_assets(
+        export_dir, image_size, list(label_names), EXAMPLES_SIGNATURE, IMAGES_SIGNATURE
+    )
     return export_dir

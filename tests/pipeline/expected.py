@@ -10,5 +10,9 @@ COMPONENTS = (
     "Transform",
     "Trainer",
     "Evaluator",
+    "ServingCheck",
+    "TFLiteExport",
+    "EvaluationReportGen",
     "Pusher",
+    "ModelCardGen",
 )

@@ -1,8 +1,11 @@
 """The whole pipeline end to end on tiny data with the local runner: every component runs, the
-model is blessed and pushed and answers raw JPEG bytes, re-runs come from the cache, changes
+model is blessed (by the Evaluator and the serving check) and pushed with its model card, TFLite
+models and readable evaluation, and answers raw JPEG bytes; re-runs come from the cache, changes
 invalidate exactly what they should, and a model below the threshold is not pushed."""
 
+import csv
 import dataclasses
+import json
 import math
 import os
 
@@ -12,6 +15,7 @@ import tensorflow as tf
 
 from components.trainer.config import runlocal
 from components.trainer.export import IMAGES_SIGNATURE
+from components.trainer.serving_assets import ASSETS_EXTRA, WARMUP_FILE
 from pipeline import local_runner
 from pipeline.config import local_preset
 from pipeline.local_runner import open_store, run_local, summarize_latest_run
@@ -62,6 +66,58 @@ def test_first_run_runs_every_component_and_pushes_a_blessed_model(first_run):
         assert all(math.isnan(value) or 0.0 <= value <= 1.0 for value in metrics.values())
 
 
+def test_pushed_model_carries_both_blessings_its_card_tflite_and_evaluation(first_run):
+    config, _, summary = first_run
+    pushed = summary.pushed_to
+    assert summary.serving_check["blessed"] is True
+    assert 0 < summary.serving_check["latency_p50_ms"] <= summary.serving_check["latency_p99_ms"]
+    assert summary.model_card == pushed
+    for name in (
+        "saved_model.pb",
+        os.path.join(ASSETS_EXTRA, WARMUP_FILE),
+        "model_card.json",
+        "model_card.md",
+        "tflite/model_float32.tflite",
+        "tflite/model_float16.tflite",
+        "tflite/tflite_report.json",
+        "evaluation/evaluation.json",
+        "evaluation/confusion_matrix.png",
+        "evaluation/misclassified.csv",
+    ):
+        assert os.path.isfile(os.path.join(pushed, name)), name
+
+    with open(os.path.join(pushed, "model_card.json")) as handle:
+        card = json.load(handle)
+    assert card["blessings"] == {"evaluator": True, "serving_check": True}
+    assert card["labels"] == list(LABELS)
+    assert card["model"]["pushed_to"] == pushed
+    # The MLMD ids lead back to this model and the Examples it was trained on.
+    store = open_store(config.metadata_path)
+    [model] = store.get_artifacts_by_id([card["model"]["mlmd_artifact_id"]])
+    [examples] = store.get_artifacts_by_id([card["training_data"]["examples_mlmd_artifact_id"]])
+    assert (
+        model.uri == card["model"]["uri"] and examples.uri == card["training_data"]["examples_uri"]
+    )
+    data = card["training_data"]
+    counted = sum(data["train_examples_per_class"].values()) + sum(
+        data["eval_examples_per_class"].values()
+    )
+    assert counted == 10 * len(LABELS)
+    assert card["metrics"]["tfma"]["candidate"]["overall"]["example_count"] == sum(
+        data["eval_examples_per_class"].values()
+    )
+    assert "training_metrics.json" in card["trainer_reports"]
+    # Same weights, same preprocessing: the float32 TFLite model matches the SavedModel.
+    assert card["tflite"]["eval"]["max_abs_probability_difference"]["float32"] <= 1e-5
+    assert "tf.DecodeImage" in card["tflite"]["not_convertible"]["ops"]
+
+    evaluation = summary.evaluation
+    assert [row["class"] for row in evaluation["per_class"]] == list(LABELS)
+    with open(os.path.join(pushed, "evaluation", "misclassified.csv")) as handle:
+        assert len(list(csv.DictReader(handle))) == evaluation["misclassified_count"]
+    assert summary.tflite["saved_model_accuracy"] == pytest.approx(summary.eval_accuracy)
+
+
 def test_pushed_model_classifies_raw_jpeg_bytes(first_run):
     _, images, summary = first_run
     model = tf.saved_model.load(summary.pushed_to)
@@ -108,6 +164,12 @@ def test_a_model_below_the_threshold_is_not_pushed(first_run):
     assert _states(strict)["Evaluator"] == "ran"
     assert strict.blessed is False
     assert strict.pushed_to is None
+    # The card is still written, to its artifact, saying why; nothing lands beside a model.
+    assert strict.serving_check["blessed"] is True
+    assert not strict.model_card.startswith(config.serving_dir)
+    with open(os.path.join(strict.model_card, "model_card.json")) as handle:
+        card = json.load(handle)
+    assert card["blessings"]["evaluator"] is False and card["model"]["pushed"] is False
 
 
 def test_summary_of_an_empty_store_is_a_clear_error(tmp_path):

@@ -1,12 +1,16 @@
-"""Both serving signatures run the training preprocessing and agree with each other."""
+"""Both serving signatures run the training preprocessing and agree with each other and with the
+training input path; the export carries valid TF Serving warmup requests and its label names."""
 
 import hashlib
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow_serving.apis import prediction_log_pb2
 
-from components.trainer import export
+from components.serving_probe import check_outputs
+from components.trainer import export, input_pipeline, serving_assets
 from components.trainer.config import runlocal
 from components.trainer.model import build_model
 from components.trainer.preprocessing import Normalization, preprocess_image
@@ -44,11 +48,11 @@ def exported(tmp_path_factory):
     model = build_model(config, len(LABEL_NAMES))
     path = str(tmp_path_factory.mktemp("export") / "model")
     export.export_model(model, path, config.image_size, LABEL_NAMES, NORMALIZATION)
-    return model, tf.saved_model.load(path), config
+    return model, tf.saved_model.load(path), config, path
 
 
 def test_signatures_agree_with_each_other_and_the_model(exported):
-    model, loaded, config = exported
+    model, loaded, config, _ = exported
     by_images = loaded.signatures[export.IMAGES_SIGNATURE](images=tf.constant(IMAGES))
     by_examples = loaded.signatures[export.EXAMPLES_SIGNATURE](
         examples=tf.constant([_example(encoded) for encoded in IMAGES])
@@ -72,10 +76,65 @@ def test_signatures_agree_with_each_other_and_the_model(exported):
 
 
 def test_signature_inputs_are_named_for_tfma_and_clients(exported):
-    _, loaded, _ = exported
+    _, loaded, _, _ = exported
     examples = loaded.signatures[export.EXAMPLES_SIGNATURE].structured_input_signature[1]
     images = loaded.signatures[export.IMAGES_SIGNATURE].structured_input_signature[1]
 
     assert list(examples) == ["examples"] and examples["examples"].dtype == tf.string
     assert list(images) == ["images"] and images["images"].dtype == tf.string
     assert export.EXAMPLES_SIGNATURE == "serving_default"
+
+
+def test_training_input_path_and_each_signature_give_the_same_probabilities(
+    exported, shard_pattern
+):
+    """The skew test: records through the evaluation tf.data pipeline (the training input path
+    without augmentation) into the Keras model, and the same records through each serving
+    signature, agree to 1e-5 in float32."""
+    model, loaded, config, _ = exported
+    plan = input_pipeline.plan_pipeline(
+        "eval", shard_pattern, config.image_size, 4, cache_budget_bytes=0, training=False
+    )
+    through_training = np.concatenate(
+        [
+            model(images, training=False).numpy()
+            for images, _ in input_pipeline.eval_dataset(plan, config.image_size, NORMALIZATION)
+        ]
+    )
+    # The same records in the same order: the pipeline's own first stages.
+    records = input_pipeline.interleave_records(
+        input_pipeline.list_files(plan.files, shuffle=False), plan.parallel_reads, True
+    )
+    records = tf.constant([record.numpy() for record in records])
+    encoded = tf.io.parse_example(
+        records, {features.IMAGE: features.feature_spec()[features.IMAGE]}
+    )[features.IMAGE]
+    by_examples = loaded.signatures[export.EXAMPLES_SIGNATURE](examples=records)["probabilities"]
+    by_images = loaded.signatures[export.IMAGES_SIGNATURE](images=encoded)["probabilities"]
+
+    assert through_training.shape == (plan.examples, len(LABEL_NAMES))
+    # The model tells these images apart, so a preprocessing skew would show.
+    assert np.ptp(through_training, axis=0).max() > 1e-3
+    for served in (by_examples, by_images):
+        assert served.dtype == tf.float32
+        assert np.abs(served.numpy() - through_training).max() <= 1e-5
+
+
+def test_warmup_requests_are_prediction_logs_the_model_answers(exported):
+    _, loaded, _, model_dir = exported
+    path = os.path.join(model_dir, serving_assets.ASSETS_EXTRA, serving_assets.WARMUP_FILE)
+    logs = [
+        prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        for record in tf.data.TFRecordDataset(str(path))
+    ]
+
+    assert sorted(log.predict_log.request.model_spec.signature_name for log in logs) == sorted(
+        [export.EXAMPLES_SIGNATURE, export.IMAGES_SIGNATURE]
+    )
+    for log in logs:
+        request = log.predict_log.request
+        signature = loaded.signatures[request.model_spec.signature_name]
+        assert list(request.inputs) == list(signature.structured_input_signature[1])
+        outputs = signature(**serving_assets.request_inputs(request))
+        assert check_outputs(request.model_spec.signature_name, outputs, 1, LABEL_NAMES) == []
+    assert serving_assets.read_label_names(model_dir) == LABEL_NAMES

@@ -1,0 +1,123 @@
+"""Serving figures of the exported model: load time, the first (cold) request against warm
+single-image latency (why exports carry warmup requests), and TFLite float32/float16 latency.
+
+The model is the default trainer config's architecture (small_cnn, 64x64, 6 classes) with its
+initial weights: latency and load time depend on the graph and the weight count, not on the
+weights' values. Accuracy of the TFLite models is measured by the pipeline's TFLiteExport on the
+trained model, not here. SavedModel figures come from the serving check's probe in a fresh
+process (encoded JPEG bytes in: decoding and resizing included); TFLite figures are the
+interpreter's invoke on decoded, resized pixels (what the TFLite models take).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+RUNS = 3  # fresh processes for the SavedModel figures; the median is reported
+LATENCY_REQUESTS = 300
+CLASSES = 6
+
+
+def _export(directory: str):
+    from components.tflite_export import convert, pixels_function
+    from components.trainer import export
+    from components.trainer.config import TrainerConfig
+    from components.trainer.model import build_model
+    from components.trainer.preprocessing import Normalization
+
+    config = TrainerConfig()
+    model = build_model(config, CLASSES)
+    normalization = Normalization((120.0, 115.0, 100.0), (60.0, 55.0, 50.0))
+    labels = [f"class_{i}" for i in range(CLASSES)]
+    export.export_model(model, directory, config.image_size, labels, normalization)
+    function = pixels_function(model, config.image_size, normalization)
+    return config.image_size, {
+        name: convert(function, model, name) for name in ("float32", "float16")
+    }
+
+
+def _tflite_latency(flatbuffer: bytes, image_size: int) -> tuple[float, float]:
+    import tensorflow as tf
+
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+    interpreter.allocate_tensors()
+    index = interpreter.get_input_details()[0]["index"]
+    pixels = np.random.default_rng(0).uniform(0, 255, (1, image_size, image_size, 3))
+    interpreter.set_tensor(index, pixels.astype(np.float32))
+    interpreter.invoke()
+    times = []
+    for _ in range(LATENCY_REQUESTS):
+        start = time.perf_counter()
+        interpreter.invoke()
+        times.append((time.perf_counter() - start) * 1000)
+    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
+
+
+def run(workdir: str) -> list[dict]:
+    from components.serving_check import run_probe
+
+    model_dir = os.path.join(workdir, "serving_bench", "model")
+    image_size, flatbuffers = _export(model_dir)
+    probes = [run_probe(model_dir, LATENCY_REQUESTS) for _ in range(RUNS)]
+    for probe in probes:
+        if probe["problems"]:
+            raise RuntimeError(f"serving probe failed: {probe['problems']}")
+
+    def median(values) -> float:
+        return float(np.median(values))
+
+    load = median([p["load_seconds"] for p in probes])
+    cold = median([p["warmup_request_ms"][0] for p in probes])
+    p50 = median([p["latency_ms"]["p50"] for p in probes])
+    p99 = median([p["latency_ms"]["p99"] for p in probes])
+    records = [
+        {"name": "serving.saved_model.load", "value": load, "unit": "s"},
+        {
+            "name": "serving.saved_model.first_request",
+            "value": cold,
+            "unit": "ms",
+            "ratio": cold / p50,  # what a server without warmup makes its first client wait
+        },
+        {"name": "serving.saved_model.p50", "value": p50, "unit": "ms"},
+        {"name": "serving.saved_model.p99", "value": p99, "unit": "ms"},
+    ]
+    for name, flatbuffer in flatbuffers.items():
+        tflite_p50, tflite_p99 = _tflite_latency(flatbuffer, image_size)
+        records += [
+            {"name": f"serving.tflite_{name}.p50", "value": tflite_p50, "unit": "ms"},
+            {"name": f"serving.tflite_{name}.p99", "value": tflite_p99, "unit": "ms"},
+            {
+                "name": f"serving.tflite_{name}.size",
+                "value": len(flatbuffer) / 2**20,
+                "unit": "MiB",
+            },
+        ]
+    return records
+
+
+def chart(records: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    latency = [r for r in records if r["unit"] == "ms"]
+    figure, axis = plt.subplots(figsize=(9, 4))
+    names = [r["name"].removeprefix("serving.").replace(".", "\n") for r in latency]
+    bars = axis.bar(names, [r["value"] for r in latency], color="#4a7ab5")
+    for bar, record in zip(bars, latency, strict=True):
+        axis.annotate(
+            f"{record['value']:.2f}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+        )
+    axis.set_yscale("log")
+    axis.set_ylabel("ms (log scale)")
+    axis.set_title("single-image latency: SavedModel (bytes in) and TFLite (pixels in)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -1,0 +1,381 @@
+"""ModelCardGen: a model card for every evaluated model, placed beside the model when it is pushed.
+
+The card (model_card.json, and model_card.md for people) gathers what a reviewer needs in one
+place: labels, input spec (read from the SavedModel's signatures), training data per class, TFMA
+metrics overall and per class with the thresholds and the baseline, the readable evaluation, the
+serving check, the TFLite comparison, the trainer's own reports (every JSON file the Trainer wrote
+at the top of its model run folder, read as-is), the ML Metadata ids of the model and its
+examples, and package versions.
+
+When the Pusher pushed the model, the card, the TFLite models and the evaluation files are copied
+next to the SavedModel in the pushed version folder:
+  <version>/model_card.json, model_card.md, tflite/*, evaluation/*
+"""
+
+import datetime
+import json
+import os
+from importlib import metadata
+
+import tensorflow as tf
+import tensorflow_model_analysis as tfma
+import tensorflow_transform as tft
+from apache_beam.io.filesystems import FileSystems
+from google.protobuf import json_format
+from tensorflow.core.protobuf import saved_model_pb2
+from tfx import v1 as tfx
+from tfx.types import artifact, artifact_utils, standard_artifacts
+from tfx.utils import path_utils
+
+from components import evaluation_report, serving_check, tflite_export
+from components.trainer.serving_assets import read_label_names
+from components.transform_module import class_counts
+
+CARD_JSON = "model_card.json"
+CARD_MARKDOWN = "model_card.md"
+TFLITE_DIR = "tflite"
+EVALUATION_DIR = "evaluation"
+PACKAGES = (
+    "imgpipe",
+    "tensorflow",
+    "tf-keras",
+    "tfx",
+    "tensorflow-transform",
+    "tensorflow-model-analysis",
+    "tensorflow-data-validation",
+    "ml-metadata",
+    "apache-beam",
+    "tensorflow-serving-api",
+)
+
+
+class ModelCard(artifact.Artifact):
+    """model_card.json and model_card.md of one model."""
+
+    TYPE_NAME = "imgpipe.ModelCard"
+
+
+def signature_spec(saved_model_dir: str) -> dict:
+    """Each serving signature's inputs and outputs (dtype, shape; None = any size), read from
+    saved_model.pb without loading the model."""
+    saved_model = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as handle:
+        saved_model.ParseFromString(handle.read())
+    signatures = saved_model.meta_graphs[0].signature_def
+
+    def tensors(infos) -> dict:
+        return {
+            name: {
+                "dtype": tf.dtypes.as_dtype(info.dtype).name,
+                "shape": [None if d.size < 0 else d.size for d in info.tensor_shape.dim],
+            }
+            for name, info in sorted(infos.items())
+        }
+
+    return {
+        name: {"inputs": tensors(sig.inputs), "outputs": tensors(sig.outputs)}
+        for name, sig in sorted(signatures.items())
+        if not name.startswith("__")
+    }
+
+
+def tfma_summary(evaluation_uri: str) -> dict:
+    """The candidate's and the baseline's metrics (overall and per sub key, e.g. classId:2), the
+    thresholds, and whether validation passed."""
+    config = tfma.load_eval_result(evaluation_uri).config
+    models = {}
+    for spec in config.model_specs:
+        result = tfma.load_eval_result(evaluation_uri, model_name=spec.name)
+        role = "baseline" if spec.is_baseline else "candidate"
+        models[role] = _overall_slice_metrics(result.slicing_metrics)
+    thresholds = [
+        {"metric": metric.class_name, **json_format.MessageToDict(metric.threshold)}
+        for metrics_spec in config.metrics_specs
+        for metric in metrics_spec.metrics
+        if metric.HasField("threshold")
+    ]
+    validation = tfma.load_validation_result(evaluation_uri)
+    return {
+        "candidate": models.get("candidate", {}),
+        "baseline": models.get("baseline"),
+        "thresholds": thresholds,
+        "validation_ok": validation.validation_ok,
+        "failures": [
+            json_format.MessageToDict(failure)
+            for per_slice in validation.metric_validations_per_slice
+            for failure in per_slice.failures
+        ],
+    }
+
+
+def _overall_slice_metrics(slicing_metrics) -> dict:
+    """{'overall': {metric: value}, '<sub key>': {...}} of the whole-dataset slice; numbers only."""
+    found = {}
+    for slice_key, outputs in slicing_metrics:
+        if slice_key:
+            continue
+        for sub_keys in outputs.values():
+            for sub_key, metrics in sub_keys.items():
+                values = {
+                    name: value["doubleValue"]
+                    for name, value in metrics.items()
+                    if isinstance(value, dict) and "doubleValue" in value
+                }
+                if values:
+                    found.setdefault(sub_key or "overall", {}).update(values)
+    return found
+
+
+def trainer_reports(model_run_uri: str) -> dict:
+    """Every JSON file at the top of the Trainer's model run folder, by file name; a file that
+    does not parse is reported as such rather than failing the card."""
+    reports = {}
+    for path in sorted(tf.io.gfile.glob(os.path.join(model_run_uri, "*.json"))):
+        with tf.io.gfile.GFile(path) as handle:
+            try:
+                reports[os.path.basename(path)] = json.load(handle)
+            except json.JSONDecodeError as error:
+                reports[os.path.basename(path)] = {"unreadable": str(error)}
+    return reports
+
+
+def package_versions() -> dict[str, str | None]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _read_json(directory: str, name: str) -> dict:
+    with tf.io.gfile.GFile(os.path.join(directory, name)) as handle:
+        return json.load(handle)
+
+
+def build_card(
+    model: artifact.Artifact,
+    model_run: artifact.Artifact,
+    examples: artifact.Artifact,
+    transform_graph: artifact.Artifact,
+    evaluation: artifact.Artifact,
+    model_blessing: artifact.Artifact,
+    infra_blessing: artifact.Artifact,
+    report: artifact.Artifact,
+    tflite: artifact.Artifact,
+    pushed_model: artifact.Artifact,
+) -> dict:
+    saved_model_dir = path_utils.serving_model_path(model.uri)
+    readable = _read_json(report.uri, evaluation_report.REPORT_FILE)
+    tflite_report = _read_json(tflite.uri, tflite_export.REPORT_FILE)
+    pushed = bool(pushed_model.get_int_custom_property("pushed"))
+    return {
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "model": {
+            "mlmd_artifact_id": model.id,
+            "uri": model.uri,
+            "pushed": pushed,
+            "pushed_to": pushed_model.get_string_custom_property("pushed_destination") or None,
+            "version": pushed_model.get_string_custom_property("pushed_version") or None,
+        },
+        "labels": read_label_names(saved_model_dir),
+        "input_spec": {
+            "signatures": signature_spec(saved_model_dir),
+            "tflite": {"input": tflite_report["input"], "output": tflite_report["output"]},
+        },
+        "training_data": {
+            "examples_mlmd_artifact_id": examples.id,
+            "examples_uri": examples.uri,
+            "splits": artifact_utils.decode_split_names(examples.split_names),
+            "train_examples_per_class": class_counts(tft.TFTransformOutput(transform_graph.uri)),
+            "eval_examples_per_class": {
+                row["class"]: row["support"] for row in readable["per_class"]
+            },
+        },
+        "metrics": {
+            "tfma": tfma_summary(evaluation.uri),
+            "per_class": readable["per_class"],
+            "accuracy": readable["accuracy"],
+            "macro_f1": readable["macro_f1"],
+            "most_confused": readable["most_confused"],
+            "misclassified_count": readable["misclassified_count"],
+        },
+        "blessings": {
+            "evaluator": bool(model_blessing.get_int_custom_property("blessed")),
+            "serving_check": bool(infra_blessing.get_int_custom_property("blessed")),
+        },
+        "serving_check": _read_json(infra_blessing.uri, serving_check.REPORT_FILE),
+        "tflite": {
+            "files": tflite_report["files"],
+            "conversion_failed": tflite_report["conversion_failed"],
+            "bytes": tflite_report["bytes"],
+            "eval": tflite_report["eval"],
+            "not_convertible": tflite_report["not_convertible"],
+        },
+        "trainer_reports": trainer_reports(model_run.uri),
+        "package_versions": package_versions(),
+    }
+
+
+def card_markdown(card: dict) -> str:
+    """A one-page summary of the card for people; the JSON has everything."""
+    metrics, tfma_metrics = card["metrics"], card["metrics"]["tfma"]
+    train_counts = card["training_data"]["train_examples_per_class"]
+    lines = [
+        f"# Model card: version {card['model']['version'] or '(not pushed)'}, "
+        f"MLMD artifact {card['model']['mlmd_artifact_id']}",
+        "",
+        f"Created {card['created']}. Examples: MLMD artifact "
+        f"{card['training_data']['examples_mlmd_artifact_id']}. "
+        f"Blessed by the Evaluator: {_yes(card['blessings']['evaluator'])}; "
+        f"by the serving check: {_yes(card['blessings']['serving_check'])}; "
+        f"pushed: {card['model']['pushed_to'] or 'no'}.",
+        "",
+        "## Inputs",
+        "",
+    ]
+    for name, signature in card["input_spec"]["signatures"].items():
+        inputs = ", ".join(
+            f"`{key}` {spec['dtype']} {spec['shape']}" for key, spec in signature["inputs"].items()
+        )
+        lines.append(f"- signature `{name}`: {inputs} -> {', '.join(signature['outputs'])}")
+    tflite_input = card["input_spec"]["tflite"]["input"]
+    lines += [
+        f"- TFLite (`tflite/`): `{tflite_input['name']}` float32 {tflite_input['shape']}, "
+        f"{tflite_input['meaning']}",
+        "",
+        "## Classes (eval split)",
+        "",
+        "| class | train examples | eval examples | precision | recall | F1 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in metrics["per_class"]:
+        lines.append(
+            f"| {row['class']} | {train_counts.get(row['class'], 0)} | {row['support']} | "
+            f"{row['precision']:.3f} | {row['recall']:.3f} | {row['f1']:.3f} |"
+        )
+    overall = tfma_metrics["candidate"].get("overall", {})
+    baseline = (tfma_metrics["baseline"] or {}).get("overall", {})
+    lines += ["", "## Metrics and thresholds", ""]
+    for name, value in sorted(overall.items()):
+        compared = f" (baseline {baseline[name]:.4f})" if name in baseline else ""
+        lines.append(f"- {name}: {value:.4f}{compared}")
+    lines.append(f"- macro F1: {metrics['macro_f1']:.4f}")
+    for threshold in tfma_metrics["thresholds"]:
+        rule = {key: value for key, value in threshold.items() if key != "metric"}
+        lines.append(f"- threshold on {threshold['metric']}: `{json.dumps(rule)}`")
+    lines.append(f"- validation passed: {_yes(tfma_metrics['validation_ok'])}")
+    pairs = ", ".join(
+        f"{pair['true']} -> {pair['predicted']} ({pair['count']})"
+        for pair in metrics["most_confused"]
+    )
+    lines += [
+        f"- most confused (true -> predicted): {pairs or 'none'}",
+        f"- misclassified eval images: {metrics['misclassified_count']} "
+        "(`evaluation/misclassified.csv`); confusion matrix: `evaluation/confusion_matrix.png`",
+        "",
+        "## Serving",
+        "",
+    ]
+    check = card["serving_check"]
+    if "latency_ms" in check:
+        lines.append(
+            f"- load {check['load_seconds']:.2f} s; single-image latency p50 "
+            f"{check['latency_ms']['p50']:.2f} ms, p99 {check['latency_ms']['p99']:.2f} ms"
+        )
+    lines.extend(f"- problem: {problem}" for problem in check["problems"])
+    tflite, refused = card["tflite"]["eval"], card["tflite"]["not_convertible"]
+    gaps = ", ".join(f"{k} {v:+.2f}" for k, v in tflite["accuracy_gap_points"].items())
+    lines += [
+        f"- TFLite accuracy on {tflite['examples']} eval images: "
+        + ", ".join(f"{k} {v:.4f}" for k, v in tflite["accuracy"].items())
+        + f" (points below the SavedModel: {gaps})",
+        f"- not convertible to TFLite builtins: {', '.join(refused['ops']) or 'nothing'} "
+        f"({refused['note']})",
+        *(
+            f"- TFLite {name} conversion failed on: {', '.join(ops)}"
+            for name, ops in card["tflite"]["conversion_failed"].items()
+        ),
+        "",
+        "Package versions: "
+        + ", ".join(f"{k} {v}" for k, v in card["package_versions"].items() if v),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def write_card(card: dict, directory: str) -> None:
+    with FileSystems.create(os.path.join(directory, CARD_JSON)) as handle:
+        handle.write(json.dumps(card, indent=2, default=str).encode())
+    with FileSystems.create(os.path.join(directory, CARD_MARKDOWN)) as handle:
+        handle.write(card_markdown(card).encode())
+
+
+def place_beside_pushed_model(
+    card_dir: str, tflite_dir: str, tflite_files: list[str], report_dir: str, destination: str
+) -> None:
+    """Copies the card, the TFLite models and the evaluation into the pushed version folder."""
+    copies = [(card_dir, name, destination) for name in (CARD_JSON, CARD_MARKDOWN)]
+    copies += [
+        (tflite_dir, name, os.path.join(destination, TFLITE_DIR))
+        for name in (*tflite_files, tflite_export.REPORT_FILE)
+    ]
+    copies += [
+        (report_dir, name, os.path.join(destination, EVALUATION_DIR))
+        for name in (
+            evaluation_report.REPORT_FILE,
+            evaluation_report.CONFUSION_PNG,
+            evaluation_report.MISCLASSIFIED_CSV,
+        )
+    ]
+    for source_dir, name, target_dir in copies:
+        tf.io.gfile.makedirs(target_dir)
+        tf.io.gfile.copy(
+            os.path.join(source_dir, name), os.path.join(target_dir, name), overwrite=True
+        )
+
+
+@tfx.dsl.components.component
+def ModelCardGen(  # noqa: N802  TFX component names are classes
+    model: tfx.dsl.components.InputArtifact[standard_artifacts.Model],
+    model_run: tfx.dsl.components.InputArtifact[standard_artifacts.ModelRun],
+    examples: tfx.dsl.components.InputArtifact[standard_artifacts.Examples],
+    transform_graph: tfx.dsl.components.InputArtifact[standard_artifacts.TransformGraph],
+    evaluation: tfx.dsl.components.InputArtifact[standard_artifacts.ModelEvaluation],
+    model_blessing: tfx.dsl.components.InputArtifact[standard_artifacts.ModelBlessing],
+    infra_blessing: tfx.dsl.components.InputArtifact[standard_artifacts.InfraBlessing],
+    readable_evaluation: tfx.dsl.components.InputArtifact[evaluation_report.EvaluationReport],
+    tflite: tfx.dsl.components.InputArtifact[tflite_export.TFLiteModel],
+    pushed_model: tfx.dsl.components.InputArtifact[standard_artifacts.PushedModel],
+    model_card: tfx.dsl.components.OutputArtifact[ModelCard],
+) -> None:
+    """Writes the model card; places it, the TFLite models and the evaluation beside the pushed
+    model when the Pusher pushed it."""
+    card = build_card(
+        model,
+        model_run,
+        examples,
+        transform_graph,
+        evaluation,
+        model_blessing,
+        infra_blessing,
+        readable_evaluation,
+        tflite,
+        pushed_model,
+    )
+    write_card(card, model_card.uri)
+    model_card.set_int_custom_property("model_id", model.id)
+    if card["model"]["pushed"]:
+        place_beside_pushed_model(
+            model_card.uri,
+            tflite.uri,
+            list(card["tflite"]["files"].values()),
+            readable_evaluation.uri,
+            card["model"]["pushed_to"],
+        )
+        model_card.set_string_custom_property("placed_at", card["model"]["pushed_to"])

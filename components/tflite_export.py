@@ -1,0 +1,183 @@
+"""TFLiteExport: float32 and float16 TFLite models of the trained classifier, each scored on the
+eval split against the SavedModel it came from.
+
+The TFLite models take decoded pixels: float32 [batch, size, size, 3] RGB in 0..255, already
+resized to the model's input size (what an app gets from the platform's image decoder), and
+return float32 probabilities [batch, classes] in label-id order; normalization is inside them.
+Decoding and antialiased resizing are not TFLite builtin ops: conversion of the full
+bytes -> probabilities signature is attempted on every export and the ops it refused are recorded
+in the report, so the note stays true when TensorFlow or the model changes.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras as keras
+from apache_beam.io.filesystems import FileSystems
+from tensorflow.lite.python.convert_phase import ConverterError
+from tfx import v1 as tfx
+from tfx.types import artifact, standard_artifacts
+from tfx.utils import path_utils
+
+from components.eval_split import read_batches, split_files
+from components.trainer.export import EXAMPLES_SIGNATURE, IMAGES_SIGNATURE
+from components.trainer.preprocessing import CHANNELS, Normalization, decode_and_resize, normalize
+from components.transform_module import normalization_from_transform
+
+FILES = {"float32": "model_float32.tflite", "float16": "model_float16.tflite"}
+REPORT_FILE = "tflite_report.json"
+PIXELS_INPUT = "pixels"
+
+
+class TFLiteModel(artifact.Artifact):
+    """TFLite models of a trained Model and how closely they match it on the eval split."""
+
+    TYPE_NAME = "imgpipe.TFLiteModel"
+
+
+def pixels_function(model: keras.Model, image_size: int, normalization: Normalization):
+    """Resized RGB pixels (0..255) -> probabilities: the model with its normalization."""
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, image_size, image_size, CHANNELS], tf.float32, name=PIXELS_INPUT)
+        ]
+    )
+    def classify(pixels):
+        return {"probabilities": model(normalize(pixels, normalization), training=False)}
+
+    return classify.get_concrete_function()
+
+
+def convert(function, model: keras.Model, quantization: str) -> bytes:
+    """A builtin-ops TFLite flatbuffer; 'float16' stores the weights as float16."""
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], model)
+    if quantization == "float16":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
+    return converter.convert()
+
+
+def unconvertible_ops(saved_model_dir: str, signature: str) -> list[str]:
+    """The ops of a SavedModel signature that TFLite's builtin ops cannot express (empty when the
+    whole signature converts)."""
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, [signature])
+    try:
+        converter.convert()
+    except ConverterError as error:
+        return refused_ops(error)
+    return []
+
+
+def refused_ops(error: ConverterError) -> list[str]:
+    names = {found.operator.name for found in error.errors if found.operator.name}
+    return sorted(names) or [str(error).splitlines()[0]]
+
+
+def convert_all(function, model: keras.Model) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+    """Every quantization that converts, and the refused ops of each that does not: a model
+    TFLite cannot express still gets served and pushed, with the reason in the report."""
+    converted, failed = {}, {}
+    for name in FILES:
+        try:
+            converted[name] = convert(function, model, name)
+        except ConverterError as error:
+            failed[name] = refused_ops(error)
+    return converted, failed
+
+
+def tflite_probabilities(flatbuffer: bytes, pixels: np.ndarray) -> np.ndarray:
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+    [input_detail] = interpreter.get_input_details()
+    interpreter.resize_tensor_input(input_detail["index"], pixels.shape)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(input_detail["index"], pixels.astype(np.float32))
+    interpreter.invoke()
+    return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
+
+def compare_on_split(
+    saved_model_dir: str, flatbuffers: dict[str, bytes], files: list[str], image_size: int
+) -> dict:
+    """Accuracy of the SavedModel (serving_default on the serialized Examples) and of each TFLite
+    model (on the same images, decoded and resized by the training preprocessing)."""
+    serve = tf.saved_model.load(saved_model_dir).signatures[EXAMPLES_SIGNATURE]
+    correct = {"saved_model": 0, **dict.fromkeys(flatbuffers, 0)}
+    agree = dict.fromkeys(flatbuffers, 0)
+    max_difference = dict.fromkeys(flatbuffers, 0.0)
+    total = 0
+    for batch in read_batches(files):
+        reference = serve(examples=batch.records)["probabilities"].numpy()
+        pixels = tf.map_fn(
+            lambda encoded: decode_and_resize(encoded, image_size),
+            batch.images,
+            fn_output_signature=tf.TensorSpec([image_size, image_size, CHANNELS], tf.float32),
+        ).numpy()
+        total += len(batch.labels)
+        correct["saved_model"] += int(np.sum(reference.argmax(1) == batch.labels))
+        for name, flatbuffer in flatbuffers.items():
+            found = tflite_probabilities(flatbuffer, pixels)
+            correct[name] += int(np.sum(found.argmax(1) == batch.labels))
+            agree[name] += int(np.sum(found.argmax(1) == reference.argmax(1)))
+            max_difference[name] = max(max_difference[name], float(np.abs(found - reference).max()))
+    accuracy = {name: count / total for name, count in correct.items()}
+    return {
+        "examples": total,
+        "accuracy": accuracy,
+        "accuracy_gap_points": {
+            name: 100 * (accuracy["saved_model"] - accuracy[name]) for name in flatbuffers
+        },
+        "top1_agreement": {name: count / total for name, count in agree.items()},
+        "max_abs_probability_difference": max_difference,
+    }
+
+
+@tfx.dsl.components.component
+def TFLiteExport(  # noqa: N802  TFX component names are classes
+    model: tfx.dsl.components.InputArtifact[standard_artifacts.Model],
+    examples: tfx.dsl.components.InputArtifact[standard_artifacts.Examples],
+    transform_graph: tfx.dsl.components.InputArtifact[standard_artifacts.TransformGraph],
+    tflite: tfx.dsl.components.OutputArtifact[TFLiteModel],
+    eval_split: tfx.dsl.components.Parameter[str] = "eval",
+) -> None:
+    """Converts the model to float32 and float16 TFLite and scores both on `eval_split` against
+    the SavedModel; writes the .tflite files and tflite_report.json."""
+    saved_model_dir = path_utils.serving_model_path(model.uri)
+    keras_model = keras.models.load_model(saved_model_dir, compile=False)
+    image_size = int(keras_model.input_shape[1])
+    normalization = normalization_from_transform(tft.TFTransformOutput(transform_graph.uri))
+    function = pixels_function(keras_model, image_size, normalization)
+    flatbuffers, failed = convert_all(function, keras_model)
+    for name, flatbuffer in flatbuffers.items():
+        with FileSystems.create(os.path.join(tflite.uri, FILES[name])) as handle:
+            handle.write(flatbuffer)
+    report = {
+        "files": {name: FILES[name] for name in flatbuffers},
+        "conversion_failed": failed,
+        "input": {
+            "name": PIXELS_INPUT,
+            "dtype": "float32",
+            "shape": [None, image_size, image_size, CHANNELS],
+            "meaning": "RGB pixels in 0..255, resized to the input size (antialiased bilinear)",
+        },
+        "output": {"name": "probabilities", "dtype": "float32", "meaning": "label-id order"},
+        "bytes": {name: len(flatbuffer) for name, flatbuffer in flatbuffers.items()},
+        "not_convertible": {
+            "signature": IMAGES_SIGNATURE,
+            "ops": unconvertible_ops(saved_model_dir, IMAGES_SIGNATURE),
+            "note": "the TFLite models start after decoding and resizing; an app decodes and "
+            "resizes with its platform's image library",
+        },
+        "eval": compare_on_split(
+            saved_model_dir, flatbuffers, split_files(examples, eval_split), image_size
+        ),
+    }
+    with FileSystems.create(os.path.join(tflite.uri, REPORT_FILE)) as handle:
+        handle.write(json.dumps(report, indent=2).encode())
+    for name, gap in report["eval"]["accuracy_gap_points"].items():
+        tflite.set_float_custom_property(f"{name}_accuracy_gap_points", gap)
+    saved_model_accuracy = report["eval"]["accuracy"]["saved_model"]
+    tflite.set_float_custom_property("saved_model_accuracy", saved_model_accuracy)

@@ -1,0 +1,78 @@
+"""TFLite conversion: the float32 model answers as the Keras model does, float16 closely; the ops
+that keep the bytes -> probabilities signature out of TFLite are named; the eval-split comparison
+scores the SavedModel and each TFLite model on the same images."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from components import tflite_export
+from components.eval_split import split_files
+from components.trainer.preprocessing import normalize
+from tests.components.conftest import EVAL_EXAMPLES, NORMALIZATION
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def converted(model_artifact):
+    saved_model_dir = os.path.join(model_artifact.uri, "Format-Serving")
+    model = keras.models.load_model(saved_model_dir, compile=False)
+    size = int(model.input_shape[1])
+    function = tflite_export.pixels_function(model, size, NORMALIZATION)
+    flatbuffers = {
+        name: tflite_export.convert(function, model, name) for name in ("float32", "float16")
+    }
+    return saved_model_dir, model, size, flatbuffers
+
+
+def test_tflite_models_answer_as_the_keras_model(converted):
+    _, model, size, flatbuffers = converted
+    pixels = np.random.default_rng(0).uniform(0, 255, (5, size, size, 3)).astype(np.float32)
+    expected = model(normalize(pixels, NORMALIZATION), training=False).numpy()
+
+    float32 = tflite_export.tflite_probabilities(flatbuffers["float32"], pixels)
+    float16 = tflite_export.tflite_probabilities(flatbuffers["float16"], pixels)
+
+    assert float32.shape == expected.shape == (5, 3)
+    assert np.abs(float32 - expected).max() <= 1e-5
+    assert np.abs(float16 - expected).max() <= 1e-2
+    assert len(flatbuffers["float16"]) < 0.6 * len(flatbuffers["float32"])  # weights halved
+
+
+def test_unconvertible_ops_of_the_bytes_signature_are_named(converted):
+    saved_model_dir, *_ = converted
+    assert "tf.DecodeImage" in tflite_export.unconvertible_ops(saved_model_dir, "serving_images")
+
+
+def test_eval_split_comparison_scores_every_model_on_the_same_images(converted, examples_artifact):
+    saved_model_dir, _, size, flatbuffers = converted
+    files = split_files(examples_artifact, "eval")
+
+    compared = tflite_export.compare_on_split(saved_model_dir, flatbuffers, files, size)
+
+    assert compared["examples"] == EVAL_EXAMPLES
+    accuracy = compared["accuracy"]
+    assert set(accuracy) == {"saved_model", "float32", "float16"}
+    for name in ("float32", "float16"):
+        gap = 100 * (accuracy["saved_model"] - accuracy[name])
+        assert compared["accuracy_gap_points"][name] == pytest.approx(gap)
+    # Same preprocessing, same weights: float32 TFLite matches the SavedModel exactly.
+    assert compared["max_abs_probability_difference"]["float32"] <= 1e-5
+    assert compared["top1_agreement"]["float32"] == 1.0
+
+
+def test_a_model_tflite_cannot_express_gets_the_refused_ops_not_a_crash():
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+    def classify(pixels):
+        lengths = tf.strings.length(tf.strings.as_string(pixels))  # no TFLite builtin
+        return {"probabilities": tf.nn.softmax(tf.cast(lengths, tf.float32))}
+
+    converted, failed = tflite_export.convert_all(classify.get_concrete_function(), tf.Module())
+
+    assert converted == {}
+    assert set(failed) == set(tflite_export.FILES)
+    assert all("tf.AsString" in ops for ops in failed.values())
