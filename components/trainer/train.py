@@ -82,7 +82,7 @@ def train(
     precision = runtime.choose_precision(config)
     jit_compile = runtime.choose_jit_compile(config)
     with strategy.scope():
-        model, optimizer, schedule = _model_and_optimizer(
+        model, optimizer, schedule = model_and_optimizer(
             config, len(label_names), precision, steps_per_epoch
         )
         engine = TrainingEngine(model, optimizer, strategy, accumulation, jit_compile)
@@ -200,7 +200,7 @@ def train(
     return metrics
 
 
-def _model_and_optimizer(
+def model_and_optimizer(
     config: TrainerConfig, num_classes: int, precision: str, steps_per_epoch: int
 ) -> tuple[
     keras.Model, keras.optimizers.Optimizer, keras.optimizers.schedules.LearningRateSchedule

@@ -1,0 +1,299 @@
+"""`make bench-gpu`: ResNet-50 training throughput on a CUDA machine, in under 8 minutes.
+
+Configurations, each in its own process (a policy, XLA cache and device set per process):
+synthetic data (one batch held in memory: the model's speed alone) in float32, mixed_float16 and
+mixed_float16 + XLA; real data (photo-like JPEGs ingested by the Beam job into shards, decoded and
+augmented by the training input pipeline every step) in the best synthetic setting; then all GPUs
+when there are several. Every configuration runs the trainer's own engine, model and optimizer:
+a first graph call of `warmup` steps (tracing, XLA compilation), then `steps` measured steps.
+
+Results go to OUTPUT/results.json (rewritten after every configuration, so a run cut short keeps
+what finished) and OUTPUT/gpu.png. ResNet-50 starts from random weights; nothing is downloaded.
+`--smoke` runs the same script at toy size on a CPU, which is how CI-less machines test it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from benchmarks.photo_data import write_photo_jpegs
+
+FULL = {
+    "model": "resnet50",
+    "image_size": 224,
+    "batch_size": 256,
+    "warmup": 10,
+    "steps": 60,
+    "per_execution": 10,
+}
+# The smoke run checks the script, not ResNet-50: XLA-compiling ResNet-50 on a CPU takes minutes.
+SMOKE = {
+    "model": "small_cnn",
+    "image_size": 32,
+    "batch_size": 2,
+    "warmup": 1,
+    "steps": 2,
+    "per_execution": 1,
+}
+FULL_PHOTOS, SMOKE_PHOTOS = 3000, 24
+BUDGET_SECONDS = 420  # the whole run, start-up and data included
+CONFIG_TIMEOUT_SECONDS = 150  # one configuration; a stuck one cannot eat the whole budget
+MIN_SECONDS_TO_START = 45  # a configuration started with less left would be cut short anyway
+
+
+def configurations(gpus: int) -> list[dict]:
+    """In priority order: what matters most runs first, in case the budget runs out."""
+    runs = [
+        {"data": "synthetic", "precision": "float32", "xla": False, "devices": 1},
+        {"data": "synthetic", "precision": "mixed_float16", "xla": False, "devices": 1},
+        {"data": "synthetic", "precision": "mixed_float16", "xla": True, "devices": 1},
+        {"data": "real", "precision": "mixed_float16", "xla": True, "devices": 1},
+    ]
+    if gpus > 1:
+        runs += [
+            {"data": "synthetic", "precision": "mixed_float16", "xla": True, "devices": gpus},
+            {"data": "real", "precision": "mixed_float16", "xla": True, "devices": gpus},
+        ]
+    return runs
+
+
+def record_name(run: dict, size: dict) -> str:
+    xla = "+xla" if run["xla"] else ""
+    return f"gpu.{size['model']}.{run['data']}.{run['precision']}{xla}.{run['devices']}dev"
+
+
+def measure(run: dict, size: dict, shards: str | None) -> dict:
+    """One configuration, in this process: returns images/s and the first call's seconds."""
+    import tensorflow as tf
+
+    import components  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow loads)
+    from components.trainer import input_pipeline, runtime
+    from components.trainer.config import TrainerConfig
+    from components.trainer.engine import TrainingEngine
+    from components.trainer.preprocessing import Normalization
+    from components.trainer.train import model_and_optimizer
+
+    config = TrainerConfig(
+        model=size["model"],
+        image_size=size["image_size"],
+        batch_size=size["batch_size"],
+        shuffle_buffer=10 * size["batch_size"] * run["devices"],
+        cache_budget_bytes=0,  # real data is decoded every step: the input pipeline's real cost
+        precision=run["precision"],
+        jit_compile=run["xla"],
+        steps_per_execution=size["per_execution"],
+    ).validate()
+    runtime.configure_runtime(config)
+    devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+    strategy = tf.distribute.MirroredStrategy([d.name for d in devices[: run["devices"]]])
+    global_batch = config.batch_size * strategy.num_replicas_in_sync
+    classes = 1000 if run["data"] == "synthetic" else 7
+    if run["data"] == "synthetic":
+        shape = [global_batch, config.image_size, config.image_size, 3]
+        with tf.device("/cpu:0"):  # tf.data holds host tensors; the strategy copies each batch
+            batch = (
+                tf.random.normal(shape),
+                tf.random.uniform([global_batch], 0, classes, tf.int64),
+            )
+        dataset = tf.data.Dataset.from_tensors(batch).repeat()
+    else:
+        plan = input_pipeline.plan_pipeline(
+            "train", shards, config.image_size, global_batch, 0, True
+        )
+        normalization = Normalization((120.0,) * 3, (60.0,) * 3)
+        dataset = input_pipeline.training_dataset(
+            plan, config.image_size, normalization, config.shuffle_buffer, config.seed
+        )
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    with strategy.scope():
+        model, optimizer, _ = model_and_optimizer(config, classes, config.precision, 1000)
+        engine = TrainingEngine(model, optimizer, strategy, jit_compile=config.jit_compile)
+    started = time.perf_counter()
+    float(engine.run(iterator, size["warmup"]))
+    first_call = time.perf_counter() - started
+    wait_before = float(engine.input_wait_seconds.numpy())
+    started = time.perf_counter()
+    for _ in range(size["steps"] // size["per_execution"]):
+        loss = float(engine.run(iterator, size["per_execution"]))
+    seconds = time.perf_counter() - started
+    return {
+        "images_per_s": size["steps"] * global_batch / seconds,
+        "first_call_s": first_call,
+        "input_wait_share": (float(engine.input_wait_seconds.numpy()) - wait_before) / seconds,
+        "traces": engine.traces,
+        "loss": loss,
+        "replicas": strategy.num_replicas_in_sync,
+        "devices": [d.name for d in devices[: run["devices"]]],
+    }
+
+
+def probe() -> dict:
+    """What TensorFlow sees here and was built against (run in a child: the parent never starts
+    CUDA, so each configuration's process gets the GPUs to itself)."""
+    import tensorflow as tf
+
+    build = tf.sysconfig.get_build_info()
+    return {
+        "tensorflow": tf.__version__,
+        "gpus": [d.name for d in tf.config.list_physical_devices("GPU")],
+        "details": [
+            {k: str(v) for k, v in tf.config.experimental.get_device_details(d).items()}
+            for d in tf.config.list_physical_devices("GPU")
+        ],
+        "built_with": {k: str(build.get(k)) for k in ("cuda_version", "cudnn_version")},
+    }
+
+
+def nvidia_smi_gpus() -> int:
+    try:
+        listing = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in listing.stdout.splitlines())
+
+
+def prepare_real_data(workdir: str, photos: int) -> str:
+    """Photo-like JPEGs, ingested into gzip TFRecord shards by the Beam job; returns the train
+    split's glob."""
+    from data_prep.config import IngestConfig
+    from data_prep.ingest import IngestOutputs, run_ingest
+
+    images = write_photo_jpegs(os.path.join(workdir, f"photos_{photos}"), photos, seed=5)
+    shards = os.path.join(workdir, f"shards_{photos}")
+    if not os.path.exists(os.path.join(shards, "label_map.json")):
+        run_ingest(IngestConfig(input=images), IngestOutputs.under(shards))
+    return os.path.join(shards, "Split-train", "*")
+
+
+def run(output: str, smoke: bool, budget_seconds: float) -> list[dict]:
+    deadline = time.monotonic() + budget_seconds
+    size = SMOKE if smoke else FULL
+    found = json.loads(_child_output(["--probe"], 120))
+    found["nvidia_smi_gpus"] = nvidia_smi_gpus()
+    print(f"environment: {json.dumps(found)}", flush=True)
+    gpus = len(found["gpus"])
+    records: list[dict] = []
+    _write(output, records, size, found)
+    if not gpus and not smoke:
+        raise SystemExit(
+            f"TensorFlow sees no GPU (nvidia-smi lists {found['nvidia_smi_gpus']}): TensorFlow "
+            f"{found['tensorflow']} needs CUDA {found['built_with']['cuda_version']} and cuDNN "
+            f"{found['built_with']['cudnn_version']} libraries (pip extra tensorflow[and-cuda]) "
+            "on this machine. Use --smoke to run on a CPU."
+        )
+    shards = None
+    baseline = None
+    for run_ in configurations(gpus):
+        left = deadline - time.monotonic()
+        if left < MIN_SECONDS_TO_START * (0.1 if smoke else 1):
+            print(f"skipped {record_name(run_, size)}: {left:.0f} s of budget left", flush=True)
+            continue
+        if run_["data"] == "real" and shards is None:
+            photos = SMOKE_PHOTOS if smoke else FULL_PHOTOS
+            shards = prepare_real_data(os.path.join(output, "data"), photos)
+        result = _measure_in_child(run_, size, shards, min(left, CONFIG_TIMEOUT_SECONDS))
+        name = record_name(run_, size)
+        if result is None:
+            print(f"{name}: failed or timed out", flush=True)
+            continue
+        record = {"name": name, "value": result["images_per_s"], "unit": "images/s", **result}
+        if baseline is None:
+            baseline = record
+        else:
+            record["baseline"] = baseline["name"]
+            record["ratio"] = record["value"] / baseline["value"]
+        records.append(record)
+        records.append({"name": name + ".first_call", "value": result["first_call_s"], "unit": "s"})
+        _write(output, records, size, found)
+        print(f"{name}: {result['images_per_s']:.1f} images/s", flush=True)
+    _write(output, records, size, found)
+    chart(records, os.path.join(output, "gpu.png"))
+    return records
+
+
+def _measure_in_child(run_: dict, size: dict, shards: str | None, timeout: float) -> dict | None:
+    spec = json.dumps({"run": run_, "size": size, "shards": shards})
+    try:
+        return json.loads(_child_output(["--child", spec], timeout))
+    except (RuntimeError, subprocess.TimeoutExpired) as error:
+        print(str(error)[-3000:], file=sys.stderr, flush=True)
+        return None
+
+
+def _child_output(arguments: list[str], timeout: float) -> str:
+    """The last stdout line of `python -m benchmarks.gpu_bench ARGUMENTS`."""
+    command = [sys.executable, "-m", "benchmarks.gpu_bench", *arguments]
+    child = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    if child.returncode != 0:
+        raise RuntimeError(f"{arguments[0]} failed: {child.stderr[-3000:]}")
+    return child.stdout.strip().splitlines()[-1]
+
+
+def _write(output: str, records: list[dict], size: dict, environment: dict) -> None:
+    with open(os.path.join(output, "results.json"), "w") as handle:
+        json.dump(records, handle, indent=2)
+    settings = {"size": size, "environment": environment}
+    with open(os.path.join(output, "gpu_settings.json"), "w") as handle:
+        json.dump(settings, handle, indent=2)
+
+
+def chart(records: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    speed = [r for r in records if r["unit"] == "images/s"]
+    figure, axis = plt.subplots(figsize=(10, 4))
+    names = [r["name"].split(".", 2)[-1].replace(".", "\n", 1) for r in speed]
+    bars = axis.bar(names, [r["value"] for r in speed], color="#4a7ab5")
+    for bar, record in zip(bars, speed, strict=True):
+        label = f"{record['value']:.0f}"
+        if "ratio" in record:
+            label += f"\n{record['ratio']:.2f}x"
+        axis.annotate(
+            label,
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    model = speed[0]["name"].split(".")[1] if speed else ""
+    axis.set_title(f"{model} training throughput (images/s), trainer engine")
+    axis.tick_params(axis="x", labelsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default="build/bench-gpu")
+    parser.add_argument("--smoke", action="store_true", help="toy size, runs on a CPU")
+    parser.add_argument("--budget-seconds", type=float, default=BUDGET_SECONDS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.probe:
+        print(json.dumps(probe()))
+        return
+    if args.child:
+        spec = json.loads(args.child)
+        print(json.dumps(measure(spec["run"], spec["size"], spec["shards"])))
+        return
+    os.makedirs(args.output, exist_ok=True)
+    records = run(args.output, args.smoke, args.budget_seconds)
+    for record in records:
+        ratio = f"{record['ratio']:.2f}" if "ratio" in record else ""
+        print(f"{record['name']:<58} {record['value']:>10.1f} {record['unit']:<9} {ratio:>6}")
+
+
+if __name__ == "__main__":
+    main()
