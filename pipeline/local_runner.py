@@ -36,6 +36,8 @@ class RunSummary:
     eval_accuracy: float | None = None  # None when the Evaluator did not run
     blessed: bool | None = None
     pushed_to: str | None = None  # the pushed model's folder; None when nothing was pushed
+    # The trained model's performance report (images/s, step time, ...) from its MLMD properties.
+    training_performance: dict | None = None
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -103,9 +105,23 @@ def _outcome(outputs: dict[str, list]) -> dict:
     for pushed in outputs.get("PushedModel", []):
         if pushed.custom_properties["pushed"].int_value:
             outcome["pushed_to"] = pushed.custom_properties["pushed_destination"].string_value
+    for model in outputs.get("Model", []):
+        outcome["training_performance"] = _performance(model)
     for evaluation in outputs.get("ModelEvaluation", []):
         outcome["eval_accuracy"] = _accuracy(evaluation.uri)
     return outcome
+
+
+def _performance(model) -> dict | None:
+    """The Trainer's performance report, from the Model artifact's custom properties."""
+    from components.trainer_module import REPORT_PROPERTY_PREFIX
+
+    report = {
+        name.removeprefix(REPORT_PROPERTY_PREFIX): getattr(value, value.WhichOneof("value"))
+        for name, value in model.custom_properties.items()
+        if name.startswith(REPORT_PROPERTY_PREFIX)
+    }
+    return report or None
 
 
 def _accuracy(evaluation_uri: str) -> float | None:

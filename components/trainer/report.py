@@ -70,12 +70,14 @@ class PerformanceReport:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def write(self, directory: str) -> str:
-        path = f"{directory.rstrip('/')}/{REPORT_FILE}"
-        tf.io.gfile.makedirs(directory)
-        with tf.io.gfile.GFile(path, "w") as handle:
-            handle.write(json.dumps(self.to_dict(), indent=2, sort_keys=True))
-        return path
+
+def write_report(report: dict, directory: str) -> str:
+    """Writes directory/performance_report.json; returns its path."""
+    path = f"{directory.rstrip('/')}/{REPORT_FILE}"
+    tf.io.gfile.makedirs(directory)
+    with tf.io.gfile.GFile(path, "w") as handle:
+        handle.write(json.dumps(report, indent=2, sort_keys=True))
+    return path
 
 
 def read_report(directory: str) -> dict | None:

@@ -49,10 +49,26 @@ def configure_runtime(config: TrainerConfig) -> None:
                 ) from error
 
 
+def _tf_config() -> dict:
+    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+
+
 def cluster_workers() -> int:
     """Workers (chief included) that TF_CONFIG names; 1 when it names none."""
-    cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
+    cluster = _tf_config().get("cluster", {})
     return sum(len(cluster.get(job, [])) for job in ("chief", "worker")) or 1
+
+
+def is_chief_task() -> bool:
+    """Whether this process is the cluster's chief (the 'chief' task, or worker 0 when there is
+    none), read from TF_CONFIG without starting TensorFlow; True outside a cluster."""
+    tf_config = _tf_config()
+    task = tf_config.get("task", {})
+    if cluster_workers() == 1 or not task:
+        return True
+    if "chief" in tf_config.get("cluster", {}):
+        return task.get("type") == "chief"
+    return task.get("type") == "worker" and int(task.get("index", 0)) == 0
 
 
 def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:

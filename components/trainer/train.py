@@ -25,7 +25,7 @@ from components.trainer.engine import TrainingEngine
 from components.trainer.export import export_model
 from components.trainer.model import build_model
 from components.trainer.preprocessing import Normalization
-from components.trainer.report import PerformanceReport, StepTimes
+from components.trainer.report import PerformanceReport, StepTimes, write_report
 
 
 def train(
@@ -176,7 +176,7 @@ def train(
         steps_per_execution=config.steps_per_execution,
     )
     if chief:
-        report.write(output_dir)
+        write_report(report.to_dict(), output_dir)
     metrics = {
         "eval_accuracy": evaluation["accuracy"],
         "eval_loss": evaluation["loss"],

@@ -49,6 +49,11 @@ def test_first_run_runs_every_component_and_pushes_a_blessed_model(first_run):
     assert summary.blessed is True
     assert 0.0 <= summary.eval_accuracy <= 1.0
     assert summary.pushed_to is not None
+    # The Trainer's performance report, read back from the Model artifact in MLMD.
+    performance = summary.training_performance
+    assert performance["retraces"] == 0 and performance["replicas"] == 1
+    assert performance["precision"] == "float32" and performance["xla"] == 0
+    assert performance["global_batch_size"] == runlocal().batch_size
 
 
 def test_pushed_model_classifies_raw_jpeg_bytes(first_run):
