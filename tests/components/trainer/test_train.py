@@ -108,9 +108,6 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(shard_pattern, tmp_path):
     )
     assert resumed["resumed_from_step"] == killed_at
     assert resumed["optimizer_steps"] == 200 * resumed["steps_per_epoch"]
-    performance = resumed["performance"]
-    first_call_steps = min(runlocal().steps_per_execution, 4 - killed_at % 4)
-    assert performance["measured_steps"] + first_call_steps == 600 - killed_at
     assert not checkpoints.exists()
     assert tf.saved_model.load(resumed["serving_model_dir"]) is not None
 
