@@ -1,6 +1,10 @@
 """The training step: one trace for any number of calls, gradient accumulation equal to one big
 batch, loss scaling under mixed_float16, input wait measured inside the graph."""
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -116,3 +120,47 @@ def test_a_batch_that_does_not_split_into_micro_batches_is_refused():
     engine, strategy = _engine(accumulation=3)
     with pytest.raises(ValueError, match="batch of 8 does not split into 3 equal micro-batches"):
         _train(engine, strategy, _batches(1), calls=[1])
+
+
+_ONE_VS_TWO_REPLICAS = """
+import json
+import components
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from tests.components.trainer import test_engine as t
+results = {}
+for devices in (["/cpu:0"], ["/cpu:0", "/cpu:1"]):
+    strategy = tf.distribute.MirroredStrategy(devices)
+    with strategy.scope():
+        model = t._model_without_batch_norm()
+        optimizer = t.keras.optimizers.SGD(0.5)
+        optimizer.build(model.trainable_variables)
+        engine = t.TrainingEngine(model, optimizer, strategy)
+    losses = t._train(engine, strategy, t._batches(3), calls=[3])
+    weights = [w.numpy().tolist() for w in model.trainable_variables]
+    results[len(devices)] = {"replicas": strategy.num_replicas_in_sync, "losses": losses,
+                             "weights": weights, "traces": engine.traces}
+print("RESULTS" + json.dumps(results))
+"""
+
+
+@pytest.mark.slow
+def test_two_replicas_train_like_one_on_the_same_global_batch():
+    """Two logical CPUs (fixed when TensorFlow starts, so in a child), each taking half of every
+    batch of 8: the same losses and weights as one replica taking all of it."""
+    result = subprocess.run(
+        [sys.executable, "-c", _ONE_VS_TWO_REPLICAS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    one, two = json.loads(result.stdout.split("RESULTS")[-1]).values()
+
+    assert (one["replicas"], two["replicas"]) == (1, 2)
+    assert one["traces"] == two["traces"] == 1
+    np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-5)
+    for a, b in zip(two["weights"], one["weights"], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
