@@ -22,6 +22,7 @@ import sys
 import time
 
 from benchmarks.photo_data import write_photo_jpegs
+from benchmarks.training_bench import measure_in_child
 
 FULL = {
     "model": "resnet50",
@@ -30,6 +31,7 @@ FULL = {
     "warmup": 10,
     "steps": 60,
     "per_execution": 10,
+    "repeats": 1,
 }
 # The smoke run checks the script, not ResNet-50: XLA-compiling ResNet-50 on a CPU takes minutes.
 SMOKE = {
@@ -39,6 +41,7 @@ SMOKE = {
     "warmup": 1,
     "steps": 2,
     "per_execution": 1,
+    "repeats": 1,
 }
 FULL_PHOTOS, SMOKE_PHOTOS = 3000, 24
 BUDGET_SECONDS = 420  # the whole run, start-up and data included
@@ -65,71 +68,6 @@ def configurations(gpus: int) -> list[dict]:
 def record_name(run: dict, size: dict) -> str:
     xla = "+xla" if run["xla"] else ""
     return f"gpu.{size['model']}.{run['data']}.{run['precision']}{xla}.{run['devices']}dev"
-
-
-def measure(run: dict, size: dict, shards: str | None) -> dict:
-    """One configuration, in this process: returns images/s and the first call's seconds."""
-    import tensorflow as tf
-
-    import components  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow loads)
-    from components.trainer import input_pipeline, runtime
-    from components.trainer.config import TrainerConfig
-    from components.trainer.engine import TrainingEngine
-    from components.trainer.preprocessing import Normalization
-    from components.trainer.train import model_and_optimizer
-
-    config = TrainerConfig(
-        model=size["model"],
-        image_size=size["image_size"],
-        batch_size=size["batch_size"],
-        shuffle_buffer=10 * size["batch_size"] * run["devices"],
-        cache_budget_bytes=0,  # real data is decoded every step: the input pipeline's real cost
-        precision=run["precision"],
-        jit_compile=run["xla"],
-        steps_per_execution=size["per_execution"],
-    ).validate()
-    runtime.configure_runtime(config)
-    devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
-    strategy = tf.distribute.MirroredStrategy([d.name for d in devices[: run["devices"]]])
-    global_batch = config.batch_size * strategy.num_replicas_in_sync
-    classes = 1000 if run["data"] == "synthetic" else 7
-    if run["data"] == "synthetic":
-        shape = [global_batch, config.image_size, config.image_size, 3]
-        with tf.device("/cpu:0"):  # tf.data holds host tensors; the strategy copies each batch
-            batch = (
-                tf.random.normal(shape),
-                tf.random.uniform([global_batch], 0, classes, tf.int64),
-            )
-        dataset = tf.data.Dataset.from_tensors(batch).repeat()
-    else:
-        plan = input_pipeline.plan_pipeline(
-            "train", shards, config.image_size, global_batch, 0, True
-        )
-        normalization = Normalization((120.0,) * 3, (60.0,) * 3)
-        dataset = input_pipeline.training_dataset(
-            plan, config.image_size, normalization, config.shuffle_buffer, config.seed
-        )
-    iterator = iter(strategy.experimental_distribute_dataset(dataset))
-    with strategy.scope():
-        model, optimizer, _ = model_and_optimizer(config, classes, config.precision, 1000)
-        engine = TrainingEngine(model, optimizer, strategy, jit_compile=config.jit_compile)
-    started = time.perf_counter()
-    float(engine.run(iterator, size["warmup"]))
-    first_call = time.perf_counter() - started
-    wait_before = float(engine.input_wait_seconds.numpy())
-    started = time.perf_counter()
-    for _ in range(size["steps"] // size["per_execution"]):
-        loss = float(engine.run(iterator, size["per_execution"]))
-    seconds = time.perf_counter() - started
-    return {
-        "images_per_s": size["steps"] * global_batch / seconds,
-        "first_call_s": first_call,
-        "input_wait_share": (float(engine.input_wait_seconds.numpy()) - wait_before) / seconds,
-        "traces": engine.traces,
-        "loss": loss,
-        "replicas": strategy.num_replicas_in_sync,
-        "devices": [d.name for d in devices[: run["devices"]]],
-    }
 
 
 def probe() -> dict:
@@ -175,7 +113,7 @@ def prepare_real_data(workdir: str, photos: int) -> str:
 def run(output: str, smoke: bool, budget_seconds: float) -> list[dict]:
     deadline = time.monotonic() + budget_seconds
     size = SMOKE if smoke else FULL
-    found = json.loads(_child_output(["--probe"], 120))
+    found = _probe_in_child()
     found["nvidia_smi_gpus"] = nvidia_smi_gpus()
     print(f"environment: {json.dumps(found)}", flush=True)
     gpus = len(found["gpus"])
@@ -198,10 +136,12 @@ def run(output: str, smoke: bool, budget_seconds: float) -> list[dict]:
         if run_["data"] == "real" and shards is None:
             photos = SMOKE_PHOTOS if smoke else FULL_PHOTOS
             shards = prepare_real_data(os.path.join(output, "data"), photos)
-        result = _measure_in_child(run_, size, shards, min(left, CONFIG_TIMEOUT_SECONDS))
         name = record_name(run_, size)
-        if result is None:
-            print(f"{name}: failed or timed out", flush=True)
+        spec = {**size, **run_, "mode": "graph", "shards": shards}
+        try:
+            result = measure_in_child(spec, min(left, CONFIG_TIMEOUT_SECONDS))
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            print(f"{name}: failed or timed out: {str(error)[-3000:]}", file=sys.stderr, flush=True)
             continue
         record = {"name": name, "value": result["images_per_s"], "unit": "images/s", **result}
         if baseline is None:
@@ -218,22 +158,10 @@ def run(output: str, smoke: bool, budget_seconds: float) -> list[dict]:
     return records
 
 
-def _measure_in_child(run_: dict, size: dict, shards: str | None, timeout: float) -> dict | None:
-    spec = json.dumps({"run": run_, "size": size, "shards": shards})
-    try:
-        return json.loads(_child_output(["--child", spec], timeout))
-    except (RuntimeError, subprocess.TimeoutExpired) as error:
-        print(str(error)[-3000:], file=sys.stderr, flush=True)
-        return None
-
-
-def _child_output(arguments: list[str], timeout: float) -> str:
-    """The last stdout line of `python -m benchmarks.gpu_bench ARGUMENTS`."""
-    command = [sys.executable, "-m", "benchmarks.gpu_bench", *arguments]
-    child = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    if child.returncode != 0:
-        raise RuntimeError(f"{arguments[0]} failed: {child.stderr[-3000:]}")
-    return child.stdout.strip().splitlines()[-1]
+def _probe_in_child() -> dict:
+    command = [sys.executable, "-m", "benchmarks.gpu_bench", "--probe"]
+    child = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(child.stdout.strip().splitlines()[-1])
 
 
 def _write(output: str, records: list[dict], size: dict, environment: dict) -> None:
@@ -278,15 +206,10 @@ def main() -> None:
     parser.add_argument("--output", default="build/bench-gpu")
     parser.add_argument("--smoke", action="store_true", help="toy size, runs on a CPU")
     parser.add_argument("--budget-seconds", type=float, default=BUDGET_SECONDS)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe:
         print(json.dumps(probe()))
-        return
-    if args.child:
-        spec = json.loads(args.child)
-        print(json.dumps(measure(spec["run"], spec["size"], spec["shards"])))
         return
     os.makedirs(args.output, exist_ok=True)
     records = run(args.output, args.smoke, args.budget_seconds)

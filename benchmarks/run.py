@@ -6,9 +6,9 @@ import argparse
 import json
 import os
 
-from benchmarks import ingest_bench
+from benchmarks import ingest_bench, training_bench
 
-PARTS = {"ingest": ingest_bench}
+PARTS = {"ingest": ingest_bench, "training": training_bench}
 
 
 def main() -> None:

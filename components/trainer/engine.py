@@ -108,6 +108,11 @@ class TrainingEngine:
         """Mean gradient over this replica's micro-batches, scaled so that the all-reduce (a sum
         over replicas) gives the mean over the global batch. Also per-example losses and
         probabilities for the metrics."""
+        if images.shape[0] % self.accumulation:
+            raise ValueError(
+                f"a replica's batch of {images.shape[0]} does not split into "
+                f"{self.accumulation} equal micro-batches"
+            )
         micro = images.shape[0] // self.accumulation
         if self.accumulation == 1:
             gradients, per_example_loss, probabilities = self._gradients_of(
