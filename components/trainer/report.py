@@ -46,7 +46,7 @@ class PerformanceReport:
     xla: bool
     replicas: int
     workers: int
-    devices: tuple[str, ...]
+    devices: list[str]
     global_batch_size: int  # examples per optimizer step, accumulation included
     gradient_accumulation_steps: int
     steps_per_execution: int

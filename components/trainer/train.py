@@ -171,7 +171,7 @@ def train(
         xla=jit_compile,
         replicas=replicas,
         workers=runtime.cluster_workers(),
-        devices=tuple(runtime.device_names(strategy)),
+        devices=runtime.device_names(strategy),
         gradient_accumulation_steps=accumulation,
         steps_per_execution=config.steps_per_execution,
     )

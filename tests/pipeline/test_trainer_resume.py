@@ -21,7 +21,7 @@ from tests.data_prep import image_files
 
 pytestmark = pytest.mark.slow
 LABELS = ("cat", "dog", "owl")
-EPOCHS = 150  # ~6 steps each on this data: long enough to be killed mid-training
+EPOCHS = 60  # ~6 steps each on this data: long enough to be killed mid-training
 CHECKPOINT_EVERY = 4
 
 _RUN = """

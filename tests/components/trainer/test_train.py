@@ -1,6 +1,7 @@
 """A few real training steps through the whole path: pipelines, fit, TensorBoard logs, export."""
 
 import dataclasses
+import glob
 import json
 import os
 import signal
@@ -22,8 +23,17 @@ from tests.data_prep import image_files
 NORMALIZATION = Normalization(mean=(127.0, 127.0, 127.0), std=(64.0, 64.0, 64.0))
 
 
+def _scalar_tags(log_dir) -> set[str]:
+    tags = set()
+    for path in tf.io.gfile.glob(str(log_dir / "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
 def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path):
-    config = dataclasses.replace(runlocal(), epochs=2)  # 3 steps per epoch, 2 per execution
+    # 3 steps per epoch, 2 per graph call: epochs end mid-call, so calls of 1 step happen too.
+    config = dataclasses.replace(runlocal(), epochs=2, profile_steps=(2, 3))
     metrics = train.train(
         config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path)
     )
@@ -31,17 +41,45 @@ def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path):
     batch = runlocal().batch_size
     assert metrics["replicas"] == 1 and metrics["global_batch_size"] == batch
     assert metrics["steps_per_epoch"] == SHARDS * EXAMPLES_PER_SHARD // batch
+    assert metrics["optimizer_steps"] == 2 * metrics["steps_per_epoch"]
     assert 0.0 <= metrics["eval_accuracy"] <= 1.0 and np.isfinite(metrics["train_loss"])
-    # Static shapes: traced once, never again, across epochs and partial executions.
+    # Static shapes and a tensor step count: traced once, across epochs and shorter calls.
     assert metrics["train_function_traces"] == 1
     assert "cache on" in metrics["input_pipeline"]["train"]
-    assert os.listdir(tmp_path / "logs")  # TensorBoard event files
+    performance = metrics["performance"]
+    assert performance["retraces"] == 0 and performance["precision"] == "float32"
+    assert performance["xla"] is False and performance["measured_steps"] > 0
+    assert performance["images_per_second"] > 0 and 0 <= performance["input_wait_share"] <= 1
+    with open(tmp_path / "performance_report.json") as handle:
+        assert json.load(handle) == performance
+    assert {
+        "train/loss",
+        "train/accuracy",
+        "train/learning_rate",
+        "perf/images_per_second",
+        "perf/step_time_seconds",
+        "perf/input_wait_seconds",
+        "eval/accuracy",
+    } <= _scalar_tags(tmp_path / "logs")
+    assert glob.glob(str(tmp_path / "logs" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+    assert not (tmp_path / "checkpoints").exists()  # removed once the model is exported
 
     loaded = tf.saved_model.load(metrics["serving_model_dir"])
     outputs = loaded.signatures[export.IMAGES_SIGNATURE](
         images=tf.constant([image_files.jpeg(seed=50)])
     )
     assert outputs["probabilities"].shape == (1, len(LABEL_NAMES))
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_multiplies_the_examples_per_step(shard_pattern, tmp_path):
+    config = dataclasses.replace(runlocal(), batch_size=2, gradient_accumulation_steps=2)
+    metrics = train.train(
+        config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path)
+    )
+    assert metrics["global_batch_size"] == 4
+    assert metrics["steps_per_epoch"] == SHARDS * EXAMPLES_PER_SHARD // 4
+    assert metrics["performance"]["gradient_accumulation_steps"] == 2
 
 
 def _train_in_child(spec: dict, env: dict | None = None, **popen) -> subprocess.Popen:
