@@ -110,7 +110,8 @@ def prepare_real_data(workdir: str, photos: int) -> str:
     return os.path.join(shards, "Split-train", "*")
 
 
-def run(output: str, smoke: bool, budget_seconds: float) -> list[dict]:
+def run(output: str, workdir: str, smoke: bool, budget_seconds: float) -> list[dict]:
+    """Writes results into `output`; the photos and shards go to `workdir` (kept small output)."""
     deadline = time.monotonic() + budget_seconds
     size = SMOKE if smoke else FULL
     found = _probe_in_child()
@@ -135,13 +136,16 @@ def run(output: str, smoke: bool, budget_seconds: float) -> list[dict]:
             continue
         if run_["data"] == "real" and shards is None:
             photos = SMOKE_PHOTOS if smoke else FULL_PHOTOS
-            shards = prepare_real_data(os.path.join(output, "data"), photos)
+            shards = prepare_real_data(workdir, photos)
+            left = deadline - time.monotonic()
         name = record_name(run_, size)
         spec = {**size, **run_, "mode": "graph", "shards": shards}
         try:
             result = measure_in_child(spec, min(left, CONFIG_TIMEOUT_SECONDS))
         except (RuntimeError, subprocess.TimeoutExpired) as error:
             print(f"{name}: failed or timed out: {str(error)[-3000:]}", file=sys.stderr, flush=True)
+            found.setdefault("failed", {})[name] = str(error)[-3000:]
+            _write(output, records, size, found)
             continue
         record = {"name": name, "value": result["images_per_s"], "unit": "images/s", **result}
         if baseline is None:
@@ -204,6 +208,9 @@ def chart(records: list[dict], path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="build/bench-gpu")
+    parser.add_argument(
+        "--workdir", default="/tmp/imgpipe-bench-gpu", help="generated photos and shards"
+    )
     parser.add_argument("--smoke", action="store_true", help="toy size, runs on a CPU")
     parser.add_argument("--budget-seconds", type=float, default=BUDGET_SECONDS)
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
@@ -212,7 +219,7 @@ def main() -> None:
         print(json.dumps(probe()))
         return
     os.makedirs(args.output, exist_ok=True)
-    records = run(args.output, args.smoke, args.budget_seconds)
+    records = run(args.output, args.workdir, args.smoke, args.budget_seconds)
     for record in records:
         ratio = f"{record['ratio']:.2f}" if "ratio" in record else ""
         print(f"{record['name']:<58} {record['value']:>10.1f} {record['unit']:<9} {ratio:>6}")
