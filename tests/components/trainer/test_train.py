@@ -117,7 +117,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(shard_pattern, tmp_path):
     """SIGKILL mid-training, start again with the same checkpoint folder: training continues at
     the checkpoint's step (optimizer state restored; see test_checkpoints) and ends at the same
     total number of optimizer steps, then the checkpoints are removed."""
-    config = {"epochs": 200, "checkpoint_every_steps": 4}  # 600 steps of 4 examples
+    config = {"epochs": 100, "checkpoint_every_steps": 4}  # 300 steps of 4 examples
     checkpoints = tmp_path / "checkpoints"
     spec = {
         "pattern": shard_pattern,
@@ -145,7 +145,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(shard_pattern, tmp_path):
         checkpoint_dir=str(checkpoints),
     )
     assert resumed["resumed_from_step"] == killed_at
-    assert resumed["optimizer_steps"] == 200 * resumed["steps_per_epoch"]
+    assert resumed["optimizer_steps"] == 100 * resumed["steps_per_epoch"]
     assert not checkpoints.exists()
     assert tf.saved_model.load(resumed["serving_model_dir"]) is not None
 
