@@ -18,9 +18,9 @@ import time
 
 import components  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
-STEPS = 48
+STEPS = 32
 WARMUP = 8
-REPEATS = 3
+REPEATS = 2
 CHILD_TIMEOUT_SECONDS = 900
 
 # name -> settings over the default; `mode`: eager, graph or fit.
