@@ -2,9 +2,10 @@
 
 `TrainingEngine.run(iterator, steps)` runs `steps` optimizer steps in one graph call (a
 tf.function loop, as Keras' steps_per_execution does), so Python runs once per call, not per step.
-The step count is a tensor and the data shapes are static (training batches drop their
-remainder), so the function is traced once for the whole run, including a shorter last call;
-`traces` counts the traces for tests and the performance report.
+Its input signature is fixed: the distributed iterator's spec (static shapes: training batches
+drop their remainder) and a scalar step-count tensor, so the function is traced once for the
+whole run, including shorter calls at epoch ends; `traces` counts the traces for tests and the
+performance report.
 
 Each optimizer step takes one batch of batch_size x accumulation x replicas examples. Every replica
 splits its share into `accumulation` micro-batches, sums their gradients and applies the mean once:
@@ -60,7 +61,7 @@ class TrainingEngine:
             if self.jit_compile
             else self._micro_batch_gradients
         )
-        self._run = tf.function(self._steps) if graph else self._steps
+        self._run = None if graph else self._steps  # the graph is made on the first run
 
     @property
     def traces(self) -> int:
@@ -69,7 +70,11 @@ class TrainingEngine:
 
     def run(self, iterator, steps: int) -> tf.Tensor:
         """Runs `steps` optimizer steps on batches from `iterator` (a distributed iterator);
-        returns the last step's mean loss."""
+        returns the last step's mean loss. The graph's input signature is fixed by the first
+        call: the iterator's element spec (static batch shapes) and a scalar step count."""
+        if self._run is None:
+            signature = [tf.type_spec_from_value(iterator), tf.TensorSpec([], tf.int32)]
+            self._run = tf.function(self._steps, input_signature=signature)
         return self._run(iterator, tf.constant(steps, tf.int32))
 
     def reset_metrics(self) -> None:
