@@ -12,13 +12,14 @@ PIP_VERSION := 26.3
 DATA ?=
 BUILD := build
 
-.PHONY: help setup test test-fast lint run-local bench
+.PHONY: help setup test test-fast lint run-local bench bench-gpu
 
 help:
 	@echo "make run-local [DATA=/path/to/images]  run the pipeline (default: the embedded dataset)"
 	@echo "make test                              full test suite (builds .venv first)"
 	@echo "make test-fast                         unit tests only (seconds)"
 	@echo "make lint | make bench | make setup"
+	@echo "make bench-gpu [OUTPUT=dir]             ResNet-50 on a CUDA machine (< 8 min; not in CI)"
 
 setup: $(STAMP)
 
@@ -45,3 +46,7 @@ run-local: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run --output $(BUILD)/bench
+
+# On a CUDA machine only; `python -m benchmarks.gpu_bench --smoke` runs the same script on a CPU.
+bench-gpu: $(STAMP)
+	$(BIN)/python -m benchmarks.gpu_bench --output $(or $(OUTPUT),$(BUILD)/bench-gpu)

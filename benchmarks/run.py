@@ -6,9 +6,9 @@ import argparse
 import json
 import os
 
-from benchmarks import ingest_bench, serving_bench
+from benchmarks import ingest_bench, serving_bench, training_bench
 
-PARTS = {"ingest": ingest_bench, "serving": serving_bench}
+PARTS = {"ingest": ingest_bench, "training": training_bench, "serving": serving_bench}
 
 
 def main() -> None:

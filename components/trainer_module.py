@@ -1,4 +1,5 @@
-"""The TFX Trainer's module_file: maps FnArgs onto the trainer core, which runs without TFX.
+"""The TFX Trainer's module_file and executor: map FnArgs onto the trainer core (which runs
+without TFX) and record the run's performance report in ML Metadata.
 
 The normalization constants and class names come from the Transform graph, so the model is
 trained and served with statistics computed over the whole train split by Beam.
@@ -6,25 +7,57 @@ trained and served with statistics computed over the whole train split by Beam.
 
 import dataclasses
 import json
+import posixpath
 
 import tensorflow_transform as tft
 from apache_beam.io.filesystems import FileSystems
+from tfx.components.trainer.executor import GenericExecutor
 from tfx.components.trainer.fn_args_utils import FnArgs
+from tfx.components.util import udf_utils
 
+from components.trainer import runtime
+from components.trainer.checkpoints import stable_checkpoint_dir
 from components.trainer.config import TrainerConfig
+from components.trainer.report import read_report, write_report
 from components.trainer.train import train
 from components.transform_module import label_names, normalization_from_transform
 
 TRAINER_CONFIG_KEY = "trainer_config"  # custom_config key: TrainerConfig as JSON
 METRICS_FILE = "training_metrics.json"
+REPORT_PROPERTY_PREFIX = "perf_"  # Model artifact custom properties holding the report
 
 
 def trainer_config_to_json(config: TrainerConfig) -> str:
     return json.dumps(dataclasses.asdict(config), sort_keys=True)
 
 
+def trainer_config_from_json(text: str) -> TrainerConfig:
+    values = json.loads(text)
+    if values.get("profile_steps") is not None:
+        values["profile_steps"] = tuple(values["profile_steps"])
+    return TrainerConfig(**values)
+
+
+def checkpoint_dir(fn_args: FnArgs) -> str:
+    """A folder that every execution of this Trainer with the same inputs finds again, so a re-run
+    after a kill resumes: <pipeline root>/<Trainer node>/checkpoints/<fingerprint>. The
+    fingerprint covers what shapes the training: the Examples and Transform artifacts (new URIs
+    when data or preprocessing change), the splits' files, the Trainer config and the code
+    fingerprint. model_run_dir is <pipeline root>/<node>/model_run/<execution id>."""
+    node_dir = posixpath.dirname(posixpath.dirname(fn_args.model_run_dir.rstrip("/")))
+    inputs = {
+        "train_files": fn_args.train_files,
+        "eval_files": fn_args.eval_files,
+        "transform_output": fn_args.transform_output,
+        "custom_config": fn_args.custom_config,
+    }
+    return stable_checkpoint_dir(posixpath.join(node_dir, "checkpoints"), inputs)
+
+
 def run_fn(fn_args: FnArgs) -> None:
-    config = TrainerConfig(**json.loads(fn_args.custom_config[TRAINER_CONFIG_KEY]))
+    config = trainer_config_from_json(fn_args.custom_config[TRAINER_CONFIG_KEY])
+    # First: MultiWorkerMirroredStrategy must exist before TensorFlow starts in this process.
+    strategy = runtime.make_strategy(config)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
     metrics = train(
         config,
@@ -34,6 +67,47 @@ def run_fn(fn_args: FnArgs) -> None:
         normalization_from_transform(transform_output),
         output_dir=fn_args.model_run_dir,
         serving_model_dir=fn_args.serving_model_dir,
+        checkpoint_dir=checkpoint_dir(fn_args),
+        strategy=strategy,
     )
+    if not metrics["chief"]:
+        return
     with FileSystems.create(FileSystems.join(fn_args.model_run_dir, METRICS_FILE)) as handle:
         handle.write(json.dumps(metrics, indent=2, sort_keys=True, default=str).encode())
+    # Beside the SavedModel (serving_model_dir is <Model artifact>/Format-Serving).
+    write_report(metrics["performance"], posixpath.dirname(fn_args.serving_model_dir))
+
+
+class TrainerExecutor(GenericExecutor):
+    """GenericExecutor, plus: the performance report becomes custom properties of the output
+    Model artifact (the launcher publishes them to MLMD), and on a multi-worker cluster only the
+    chief's execution checks for and records the exported model."""
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+        if not runtime.is_chief_task():
+            udf_utils.get_fn(exec_properties, "run_fn")(
+                self._GetFnArgs(input_dict, output_dict, exec_properties)
+            )
+            return
+        super().Do(input_dict, output_dict, exec_properties)
+        model = output_dict["model"][0]
+        report = read_report(model.uri)
+        if report is None:
+            raise RuntimeError(f"run_fn wrote no performance report under {model.uri}")
+        record_report(model, report)
+
+
+def record_report(artifact, report: dict) -> None:
+    """Numbers as float/int custom properties, everything else as strings, each name prefixed."""
+    for key, value in sorted(report.items()):
+        name = REPORT_PROPERTY_PREFIX + key
+        if isinstance(value, bool):
+            artifact.set_int_custom_property(name, int(value))
+        elif isinstance(value, int):
+            artifact.set_int_custom_property(name, value)
+        elif isinstance(value, float):
+            artifact.set_float_custom_property(name, value)
+        elif isinstance(value, list | tuple):
+            artifact.set_string_custom_property(name, ",".join(map(str, value)))
+        else:
+            artifact.set_string_custom_property(name, str(value))

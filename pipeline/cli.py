@@ -217,6 +217,14 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     if summary.blessed is not None:
         print(f"blessed: {'yes' if summary.blessed else 'no'}")
     print(f"pushed: {summary.pushed_to or 'no'}")
+    if summary.training_performance:
+        perf = summary.training_performance
+        print(
+            f"training: {perf['images_per_second']:.1f} images/s, step "
+            f"{perf['step_time_seconds'] * 1000:.1f} ms, input wait "
+            f"{perf['input_wait_share']:.0%}, {perf['precision']}, XLA {bool(perf['xla'])}, "
+            f"{perf['replicas']} replica(s), {perf['retraces']} retrace(s)"
+        )
     _print_model_reports(summary)
     print(f"ML Metadata: {config.metadata_path}; artifacts under {config.pipeline_root}")
     if summary.pushed_to:

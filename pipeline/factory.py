@@ -10,6 +10,7 @@ import os
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
+from tfx.dsl.components.base import executor_spec
 
 import components
 from components.anomalies_gate import AnomaliesGate
@@ -19,7 +20,7 @@ from components.model_card import ModelCardGen
 from components.serving_check import ServingCheck
 from components.tflite_export import TFLiteExport
 from components.trainer.export import EXAMPLES_SIGNATURE
-from components.trainer_module import TRAINER_CONFIG_KEY, trainer_config_to_json
+from components.trainer_module import TRAINER_CONFIG_KEY, TrainerExecutor, trainer_config_to_json
 from components.transform_module import IMAGE_SIZE_KEY
 from data_prep import features
 from pipeline.baseline_strategy import (
@@ -106,6 +107,8 @@ def create_pipeline(
     transform.add_upstream_node(anomalies_gate)  # no statistics from data that failed validation
     trainer = tfx.components.Trainer(
         module_file=TRAINER_MODULE,
+        # Records the performance report on the Model artifact in MLMD.
+        custom_executor_spec=executor_spec.ExecutorClassSpec(TrainerExecutor),
         examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],

@@ -116,6 +116,8 @@ class PipelineRun:
     # TFLiteExport: saved_model_accuracy and <float32|float16>_accuracy_gap_points.
     tflite: dict | None = None
     model_card: str | None = None  # folder holding model_card.json/.md (the pushed model's)
+    # The Trainer's performance report (images/s, step time, ...) from the Model's properties.
+    training_performance: dict | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -550,8 +552,19 @@ def _data(graph: _Graph, first: dict[str, int], components, outputs) -> dict:
 
 
 def _model_reports(graph: _Graph, first: dict[str, int]) -> dict:
-    """The serving check, TFLite comparison, readable evaluation and model card of a run."""
+    """The training performance report, serving check, TFLite comparison, readable evaluation
+    and model card of a run."""
     reports = {}
+    if "model" in first:
+        from components.trainer_module import REPORT_PROPERTY_PREFIX
+
+        model = graph.artifact(first["model"])
+        performance = {
+            name.removeprefix(REPORT_PROPERTY_PREFIX): _plain(value)
+            for name, value in model.custom_properties.items()
+            if name.startswith(REPORT_PROPERTY_PREFIX)
+        }
+        reports["training_performance"] = performance or None
     if "serving_check" in first:
         check = _properties(graph.artifact(first["serving_check"]))
         reports["serving_check"] = {**check, "blessed": bool(check.get("blessed"))}

@@ -20,6 +20,8 @@ APPLICATIONS = {
 }
 MODELS = ("small_cnn", *APPLICATIONS)
 MIN_SHUFFLE_BATCHES = 10  # a shuffle buffer below 10 batches barely mixes consecutive records
+# "auto" picks by device (runtime.choose_precision); the others force a tf_keras policy.
+PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +47,20 @@ class TrainerConfig:
         training shuffle buffer then holds decoded images too (at most one split's worth).
       steps_per_execution: training steps run per graph call, amortizing Python overhead.
       seed: seeds weight initialization, file order, shuffling and augmentation.
+      precision: 'auto' (mixed_float16 on GPUs of compute capability >= 7.0, mixed_bfloat16 on
+        TPUs, float32 otherwise) or a tf_keras mixed-precision policy name. The model's output
+        stays float32 under every policy.
+      jit_compile: compile each training step with XLA; None chooses by device (on for GPUs and
+        TPUs, off on CPUs, where benchmarks/training_bench.py measures it slower).
+      gradient_accumulation_steps: micro-batches of batch_size per optimizer step; the optimizer
+        sees the mean gradient of batch_size x replicas x this many examples. Equal to one big
+        batch except for batch normalization, whose statistics stay per micro-batch (and whose
+        moving averages update once per micro-batch).
+      checkpoint_every_steps: optimizer steps between checkpoints (0: none). A run started
+        again with the same checkpoint directory resumes from the latest one.
+      profile_steps: optional (first, last) optimizer step of a TensorBoard profiler trace.
+      inter_op_threads, intra_op_threads: TensorFlow thread pool sizes; 0 lets TF choose. Only
+        applied before TensorFlow has started in this process.
     """
 
     image_size: int = 64
@@ -58,6 +74,13 @@ class TrainerConfig:
     cache_budget_bytes: int = 1024**3
     steps_per_execution: int = 8
     seed: int = 0
+    precision: str = "auto"
+    jit_compile: bool | None = None
+    gradient_accumulation_steps: int = 1
+    checkpoint_every_steps: int = 100
+    profile_steps: tuple[int, int] | None = None
+    inter_op_threads: int = 0
+    intra_op_threads: int = 0
 
     def validate(self) -> TrainerConfig:
         if self.image_size < 32:
@@ -66,7 +89,7 @@ class TrainerConfig:
             raise ConfigError("model", f"{self.model!r} is not one of {list(MODELS)}")
         if self.weights_path is not None and not _weights_exist(self.weights_path):
             raise ConfigError("weights_path", f"{self.weights_path!r} does not exist")
-        for name in ("batch_size", "epochs", "steps_per_execution"):
+        for name in ("batch_size", "epochs", "steps_per_execution", "gradient_accumulation_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"{getattr(self, name)} is below 1")
         if not 0 <= self.warmup_epochs < self.epochs:
@@ -83,8 +106,20 @@ class TrainerConfig:
             )
         if self.cache_budget_bytes < 0:
             raise ConfigError("cache_budget_bytes", f"{self.cache_budget_bytes} is negative")
-        if self.seed < 0:
-            raise ConfigError("seed", f"{self.seed} is negative")
+        for name in ("seed", "checkpoint_every_steps", "inter_op_threads", "intra_op_threads"):
+            if getattr(self, name) < 0:
+                raise ConfigError(name, f"{getattr(self, name)} is negative")
+        if self.precision not in PRECISIONS:
+            raise ConfigError("precision", f"{self.precision!r} is not one of {list(PRECISIONS)}")
+        if self.jit_compile not in (None, True, False):
+            raise ConfigError("jit_compile", f"{self.jit_compile!r} is not true, false or null")
+        if self.profile_steps is not None and (
+            len(self.profile_steps) != 2 or not 1 <= self.profile_steps[0] <= self.profile_steps[1]
+        ):
+            raise ConfigError(
+                "profile_steps",
+                f"{self.profile_steps} is not (first, last) with 1 <= first <= last",
+            )
         return self
 
 

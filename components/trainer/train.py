@@ -1,6 +1,9 @@
-"""The training loop: distribution, input pipelines, Keras fit, evaluation and export in one call.
+"""The training run: distribution, input pipelines, the graph-mode training loop, checkpoints,
+TensorBoard, evaluation, export and the performance report in one call.
 
 The TFX Trainer's run_fn only maps its arguments onto train(); the CLI and tests call it directly.
+On a multi-worker cluster every worker calls train() with the same arguments (TF_CONFIG tells them
+apart); only the chief writes summaries, checkpoints, the report and the exported model.
 """
 
 from __future__ import annotations
@@ -8,22 +11,21 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
+import tempfile
 import time
 
 import tensorflow as tf
 import tf_keras as keras
 
-from components.trainer import input_pipeline
+from components.trainer import input_pipeline, runtime
+from components.trainer.checkpoints import RunCheckpoints
 from components.trainer.config import TrainerConfig
+from components.trainer.engine import TrainingEngine
 from components.trainer.export import export_model
 from components.trainer.model import build_model
 from components.trainer.preprocessing import Normalization
-
-
-def make_strategy() -> tf.distribute.MirroredStrategy:
-    """Mirrors over every local GPU, or else every logical CPU (one, unless configured)."""
-    devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
-    return tf.distribute.MirroredStrategy([device.name for device in devices])
+from components.trainer.report import PerformanceReport, StepTimes, write_report
 
 
 def train(
@@ -34,88 +36,213 @@ def train(
     normalization: Normalization,
     output_dir: str,
     serving_model_dir: str | None = None,
+    checkpoint_dir: str | None = None,
+    strategy: tf.distribute.Strategy | None = None,
 ) -> dict:
-    """Trains, evaluates on the eval split and exports; returns the metrics.
+    """Trains (resuming from checkpoint_dir when it holds a checkpoint), evaluates on the eval
+    split and exports; returns the metrics, with the performance report under 'performance'.
 
     Args:
       train_files, eval_files: gzip TFRecord shards of tf.Examples, or glob patterns.
       label_names: class names in label-id order.
       normalization: the train split's per-channel pixel statistics.
-      output_dir: TensorBoard logs go to output_dir/logs.
+      output_dir: TensorBoard logs go to output_dir/logs, the performance report beside them.
       serving_model_dir: where the SavedModel goes; default output_dir/serving_model.
+      checkpoint_dir: a folder that stays the same when the same run is started again; default
+        output_dir/checkpoints. Deleted once the model is exported.
+      strategy: default runtime.make_strategy(config); pass one made at process start-up when
+        TensorFlow may otherwise start first (MultiWorkerMirroredStrategy must come first).
     """
     config.validate()
     normalization.validate()
+    strategy = strategy or runtime.make_strategy(config)
     keras.utils.set_random_seed(config.seed)
-    strategy = make_strategy()
     replicas = strategy.num_replicas_in_sync
+    accumulation = config.gradient_accumulation_steps
     global_batch = config.batch_size * replicas
+    step_batch = global_batch * accumulation  # examples per optimizer step
+    chief = strategy.extended.should_checkpoint
 
     train_plan = input_pipeline.plan_pipeline(
-        "train", train_files, config.image_size, global_batch, config.cache_budget_bytes, True
+        "train", train_files, config.image_size, step_batch, config.cache_budget_bytes, True
     )
     eval_budget = config.cache_budget_bytes - train_plan.cache_bytes
     eval_plan = input_pipeline.plan_pipeline(
         "eval", eval_files, config.image_size, global_batch, eval_budget, False
     )
-    steps_per_epoch = train_plan.examples // global_batch
+    steps_per_epoch = train_plan.examples // step_batch
     if steps_per_epoch == 0:
         raise ValueError(
             f"{train_plan.examples} training examples do not fill one global batch of "
-            f"{global_batch} ({config.batch_size} per replica x {replicas} replicas)"
+            f"{step_batch} ({config.batch_size} per replica x {replicas} replicas x "
+            f"{accumulation} accumulated micro-batches)"
         )
+    total_steps = steps_per_epoch * config.epochs
+
+    precision = runtime.choose_precision(config)
+    jit_compile = runtime.choose_jit_compile(config)
+    with strategy.scope():
+        model, optimizer, schedule = model_and_optimizer(
+            config, len(label_names), precision, steps_per_epoch
+        )
+        engine = TrainingEngine(model, optimizer, strategy, accumulation, jit_compile)
+    checkpoints = RunCheckpoints(
+        checkpoint_dir or os.path.join(output_dir, "checkpoints"),
+        model,
+        optimizer,
+        config.checkpoint_every_steps,
+        strategy,
+    )
+    start_step = checkpoints.restore()
+
+    # A resumed run reshuffles with a new seed rather than replaying the first run's order.
     train_data = input_pipeline.training_dataset(
-        train_plan, config.image_size, normalization, config.shuffle_buffer, config.seed
+        train_plan,
+        config.image_size,
+        normalization,
+        config.shuffle_buffer,
+        config.seed + start_step,
     )
     eval_data = input_pipeline.eval_dataset(eval_plan, config.image_size, normalization)
+    iterator = iter(strategy.experimental_distribute_dataset(train_data))
 
-    with strategy.scope():
-        model = build_model(config, len(label_names))
-        warmup_steps = steps_per_epoch * config.warmup_epochs
-        schedule = keras.optimizers.schedules.CosineDecay(
-            0.0,
-            decay_steps=steps_per_epoch * config.epochs - warmup_steps,
-            warmup_target=config.learning_rate,
-            warmup_steps=warmup_steps,
-        )
-        model.compile(
-            optimizer=keras.optimizers.Adam(schedule),
-            loss=keras.losses.SparseCategoricalCrossentropy(),
-            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-            steps_per_execution=min(config.steps_per_execution, steps_per_epoch),
-        )
-        # Slot variables made now, not in the first step, which would then be traced twice.
-        model.optimizer.build(model.trainable_variables)
-    tensorboard = keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"), profile_batch=0)
+    log_dir = os.path.join(output_dir, "logs")
+    writer = tf.summary.create_file_writer(log_dir) if chief else tf.summary.create_noop_writer()
+    times = StepTimes()
+    history = []
     start = time.perf_counter()
-    history = model.fit(
-        train_data,
-        epochs=config.epochs,
-        steps_per_epoch=steps_per_epoch,
-        validation_data=eval_data,
-        validation_steps=math.ceil(eval_plan.examples / global_batch),
-        callbacks=[tensorboard],
-        verbose=2,
-    ).history
-    fit_seconds = time.perf_counter() - start
+    step = start_step
+    with writer.as_default():
+        while step < total_steps:
+            steps = _steps_until_boundary(step, total_steps, steps_per_epoch, config)
+            if chief and config.profile_steps and step + 1 == config.profile_steps[0]:
+                tf.profiler.experimental.start(log_dir)
+            wait_before = float(engine.input_wait_seconds.numpy())
+            started = time.perf_counter()
+            loss = float(engine.run(iterator, steps))
+            seconds = time.perf_counter() - started
+            waited = float(engine.input_wait_seconds.numpy()) - wait_before
+            step += steps
+            if chief and config.profile_steps and step == config.profile_steps[1]:
+                tf.profiler.experimental.stop()
+            times.add(seconds, steps, waited)
+            checkpoints.maybe_save(step)
+            tf.summary.scalar("train/step_loss", loss, step=step)
+            tf.summary.scalar("train/learning_rate", float(schedule(step)), step=step)
+            tf.summary.scalar("perf/step_time_seconds", seconds / steps, step=step)
+            tf.summary.scalar("perf/images_per_second", steps * step_batch / seconds, step=step)
+            tf.summary.scalar("perf/input_wait_seconds", waited / steps, step=step)
+            if step % steps_per_epoch == 0:
+                epoch = {
+                    "epoch": step // steps_per_epoch,
+                    "loss": float(engine.loss.result()),
+                    "accuracy": float(engine.accuracy.result()),
+                }
+                history.append(epoch)
+                tf.summary.scalar("train/loss", epoch["loss"], step=step)
+                tf.summary.scalar("train/accuracy", epoch["accuracy"], step=step)
+                logging.info("epoch %d/%d: %s", epoch["epoch"], config.epochs, epoch)
+                engine.reset_metrics()
+        train_seconds = time.perf_counter() - start
+        checkpoints.finish(delete=False)
+        evaluation = model.evaluate(
+            eval_data,
+            steps=math.ceil(eval_plan.examples / global_batch),
+            return_dict=True,
+            verbose=0,
+        )
+        tf.summary.scalar("eval/loss", evaluation["loss"], step=step)
+        tf.summary.scalar("eval/accuracy", evaluation["accuracy"], step=step)
+    writer.close()
 
     serving_model_dir = serving_model_dir or os.path.join(output_dir, "serving_model")
-    export_model(model, serving_model_dir, config.image_size, label_names, normalization)
+    # Every worker saves (reading synchronized variables is a collective); only the chief keeps it.
+    export_dir = serving_model_dir if chief else tempfile.mkdtemp(prefix="export-")
+    export_model(model, export_dir, config.image_size, label_names, normalization)
+    if not chief:
+        shutil.rmtree(export_dir, ignore_errors=True)
+    checkpoints.finish(delete=True)
+
+    report = PerformanceReport.from_times(
+        times,
+        engine.traces,
+        step_batch,
+        precision=precision,
+        xla=jit_compile,
+        replicas=replicas,
+        workers=runtime.cluster_workers(),
+        devices=runtime.device_names(strategy),
+        gradient_accumulation_steps=accumulation,
+        steps_per_execution=config.steps_per_execution,
+    )
+    if chief:
+        write_report(report.to_dict(), output_dir)
     metrics = {
-        "eval_accuracy": history["val_accuracy"][-1],
-        "eval_loss": history["val_loss"][-1],
-        "train_accuracy": history["accuracy"][-1],
-        "train_loss": history["loss"][-1],
+        "eval_accuracy": evaluation["accuracy"],
+        "eval_loss": evaluation["loss"],
+        "train_accuracy": history[-1]["accuracy"] if history else None,
+        "train_loss": history[-1]["loss"] if history else None,
         "epochs": config.epochs,
         "steps_per_epoch": steps_per_epoch,
+        "optimizer_steps": int(optimizer.iterations.numpy()),
+        "resumed_from_step": start_step,
         "replicas": replicas,
-        "global_batch_size": global_batch,
-        # Wall time of fit, including tracing and the per-epoch evaluation.
-        "fit_seconds": fit_seconds,
-        "train_images_per_second": steps_per_epoch * config.epochs * global_batch / fit_seconds,
-        "train_function_traces": model.train_function.experimental_get_tracing_count(),
+        "global_batch_size": step_batch,
+        "chief": chief,
+        # Wall time of the training loop, tracing included, evaluation excluded.
+        "train_seconds": train_seconds,
+        "train_function_traces": engine.traces,
+        "performance": report.to_dict(),
         "input_pipeline": {plan.split: plan.describe() for plan in (train_plan, eval_plan)},
-        "serving_model_dir": serving_model_dir,
+        "serving_model_dir": serving_model_dir if chief else None,
     }
     logging.info("training finished: %s", metrics)
     return metrics
+
+
+def model_and_optimizer(
+    config: TrainerConfig, num_classes: int, precision: str, steps_per_epoch: int
+) -> tuple[
+    keras.Model, keras.optimizers.Optimizer, keras.optimizers.schedules.LearningRateSchedule
+]:
+    """The model under the precision policy, and Adam on a warmup + cosine schedule (wrapped for
+    loss scaling under mixed_float16), compiled for evaluation and export."""
+    previous_policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(precision)
+    try:
+        model = build_model(config, num_classes)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+    warmup_steps = steps_per_epoch * config.warmup_epochs
+    schedule = keras.optimizers.schedules.CosineDecay(
+        0.0,
+        decay_steps=steps_per_epoch * config.epochs - warmup_steps,
+        warmup_target=config.learning_rate,
+        warmup_steps=warmup_steps,
+    )
+    optimizer = keras.optimizers.Adam(schedule)
+    if precision == "mixed_float16":
+        optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
+    # Slot variables made now, not in the first step, which would then be traced twice, and so
+    # that a checkpoint restores into them at once.
+    optimizer.build(model.trainable_variables)
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    return model, optimizer, schedule
+
+
+def _steps_until_boundary(
+    step: int, total_steps: int, steps_per_epoch: int, config: TrainerConfig
+) -> int:
+    """Steps in the next graph call: steps_per_execution, cut short at the end of an epoch, at a
+    checkpoint, and at the start and end of the profiled range, so each happens on time."""
+    boundaries = [total_steps, (step // steps_per_epoch + 1) * steps_per_epoch]
+    if config.checkpoint_every_steps:
+        every = config.checkpoint_every_steps
+        boundaries.append((step // every + 1) * every)
+    if config.profile_steps:
+        boundaries += [config.profile_steps[0] - 1, config.profile_steps[1]]
+    return min(config.steps_per_execution, *(b - step for b in boundaries if b > step))

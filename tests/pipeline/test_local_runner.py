@@ -65,6 +65,12 @@ def test_first_run_runs_every_component_and_pushes_a_blessed_model(first_run):
         # NaN where undefined: runlocal's model may never predict a class (precision 0/0).
         assert all(math.isnan(value) or 0.0 <= value <= 1.0 for value in metrics.values())
 
+    # The Trainer's performance report, read back from the Model artifact in MLMD.
+    performance = summary.training_performance
+    assert performance["retraces"] == 0 and performance["replicas"] == 1
+    assert performance["precision"] == "float32" and performance["xla"] == 0
+    assert performance["global_batch_size"] == runlocal().batch_size
+
 
 def test_pushed_model_carries_both_blessings_its_card_tflite_and_evaluation(first_run):
     config, _, summary = first_run

@@ -31,6 +31,13 @@ def test_defaults_and_runlocal_are_valid():
         ({"batch_size": 64, "shuffle_buffer": 639}, "shuffle_buffer"),
         ({"cache_budget_bytes": -1}, "cache_budget_bytes"),
         ({"seed": -1}, "seed"),
+        ({"precision": "float8"}, "precision"),
+        ({"jit_compile": "yes"}, "jit_compile"),
+        ({"gradient_accumulation_steps": 0}, "gradient_accumulation_steps"),
+        ({"checkpoint_every_steps": -1}, "checkpoint_every_steps"),
+        ({"profile_steps": (5, 2)}, "profile_steps"),
+        ({"profile_steps": (0, 2)}, "profile_steps"),
+        ({"intra_op_threads": -1}, "intra_op_threads"),
     ],
 )
 def test_bad_values_name_the_field(changes, field):

@@ -1,10 +1,14 @@
 """A few real training steps through the whole path: pipelines, fit, TensorBoard logs, export."""
 
 import dataclasses
+import glob
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -19,8 +23,17 @@ from tests.data_prep import image_files
 NORMALIZATION = Normalization(mean=(127.0, 127.0, 127.0), std=(64.0, 64.0, 64.0))
 
 
+def _scalar_tags(log_dir) -> set[str]:
+    tags = set()
+    for path in tf.io.gfile.glob(str(log_dir / "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
 def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path):
-    config = dataclasses.replace(runlocal(), epochs=2)  # 3 steps per epoch, 2 per execution
+    # 3 steps per epoch, 2 per graph call: epochs end mid-call, so calls of 1 step happen too.
+    config = dataclasses.replace(runlocal(), epochs=2, profile_steps=(2, 3))
     metrics = train.train(
         config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path)
     )
@@ -28,11 +41,28 @@ def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path):
     batch = runlocal().batch_size
     assert metrics["replicas"] == 1 and metrics["global_batch_size"] == batch
     assert metrics["steps_per_epoch"] == SHARDS * EXAMPLES_PER_SHARD // batch
+    assert metrics["optimizer_steps"] == 2 * metrics["steps_per_epoch"]
     assert 0.0 <= metrics["eval_accuracy"] <= 1.0 and np.isfinite(metrics["train_loss"])
-    # Static shapes: traced once, never again, across epochs and partial executions.
+    # Static shapes and a tensor step count: traced once, across epochs and shorter calls.
     assert metrics["train_function_traces"] == 1
     assert "cache on" in metrics["input_pipeline"]["train"]
-    assert os.listdir(tmp_path / "logs")  # TensorBoard event files
+    performance = metrics["performance"]
+    assert performance["retraces"] == 0 and performance["precision"] == "float32"
+    assert performance["xla"] is False and performance["measured_steps"] > 0
+    assert performance["images_per_second"] > 0 and 0 <= performance["input_wait_share"] <= 1
+    with open(tmp_path / "performance_report.json") as handle:
+        assert json.load(handle) == performance
+    assert {
+        "train/loss",
+        "train/accuracy",
+        "train/learning_rate",
+        "perf/images_per_second",
+        "perf/step_time_seconds",
+        "perf/input_wait_seconds",
+        "eval/accuracy",
+    } <= _scalar_tags(tmp_path / "logs")
+    assert glob.glob(str(tmp_path / "logs" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+    assert not (tmp_path / "checkpoints").exists()  # removed once the model is exported
 
     loaded = tf.saved_model.load(metrics["serving_model_dir"])
     outputs = loaded.signatures[export.IMAGES_SIGNATURE](
@@ -41,38 +71,123 @@ def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path):
     assert outputs["probabilities"].shape == (1, len(LABEL_NAMES))
 
 
-_TWO_REPLICAS = """
-import json, sys
-import components
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from components.trainer import train
-from components.trainer.config import runlocal
-from components.trainer.preprocessing import Normalization
-pattern, output_dir = sys.argv[1:]
-norm = Normalization((127.0,) * 3, (64.0,) * 3)
-metrics = train.train(runlocal(), pattern, pattern, ["a", "b", "c"], norm, output_dir)
-print("METRICS" + json.dumps(metrics))
-"""
+@pytest.mark.slow
+def test_gradient_accumulation_multiplies_the_examples_per_step(shard_pattern, tmp_path):
+    config = dataclasses.replace(runlocal(), batch_size=2, gradient_accumulation_steps=2)
+    metrics = train.train(
+        config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path)
+    )
+    assert metrics["global_batch_size"] == 4
+    assert metrics["steps_per_epoch"] == SHARDS * EXAMPLES_PER_SHARD // 4
+    assert metrics["performance"]["gradient_accumulation_steps"] == 2
+
+
+def _train_in_child(spec: dict, env: dict | None = None, **popen) -> subprocess.Popen:
+    command = [sys.executable, "-m", "tests.components.trainer.train_child", json.dumps(spec)]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **popen
+    )
+
+
+def _metrics(child: subprocess.Popen, timeout: float = 300) -> dict:
+    stdout, stderr = child.communicate(timeout=timeout)
+    assert child.returncode == 0, stderr[-3000:]
+    return json.loads(stdout.split("METRICS")[-1])
 
 
 @pytest.mark.slow
 def test_two_cpu_replicas_share_the_global_batch(shard_pattern, tmp_path):
     """The multi-replica path, on two logical CPUs (set before TensorFlow starts, so in a child)."""
-    result = subprocess.run(
-        [sys.executable, "-c", _TWO_REPLICAS, shard_pattern, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    metrics = json.loads(result.stdout.split("METRICS")[-1])
+    spec = {"pattern": shard_pattern, "output_dir": str(tmp_path), "logical_cpus": 2}
+    metrics = _metrics(_train_in_child(spec))
 
     assert metrics["replicas"] == 2
     assert metrics["global_batch_size"] == 2 * runlocal().batch_size
     assert metrics["steps_per_epoch"] == SHARDS * EXAMPLES_PER_SHARD // (2 * runlocal().batch_size)
+    assert metrics["performance"]["replicas"] == 2 and metrics["performance"]["retraces"] == 0
+
+
+def _latest_step(checkpoint_dir) -> int:
+    latest = tf.train.latest_checkpoint(str(checkpoint_dir))
+    return int(latest.rsplit("-", 1)[-1]) if latest else 0
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_from_its_last_checkpoint(shard_pattern, tmp_path):
+    """SIGKILL mid-training, start again with the same checkpoint folder: training continues at
+    the checkpoint's step (optimizer state restored; see test_checkpoints) and ends at the same
+    total number of optimizer steps, then the checkpoints are removed."""
+    config = {"epochs": 100, "checkpoint_every_steps": 4}  # 300 steps of 4 examples
+    checkpoints = tmp_path / "checkpoints"
+    spec = {
+        "pattern": shard_pattern,
+        "output_dir": str(tmp_path / "first"),
+        "checkpoint_dir": str(checkpoints),
+        "config": config,
+    }
+    child = _train_in_child(spec)
+    deadline = time.monotonic() + 240
+    while _latest_step(checkpoints) < 8 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert child.poll() is None, "the first run ended before it could be killed"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    killed_at = _latest_step(checkpoints)
+    assert killed_at >= 8 and killed_at % 4 == 0
+
+    resumed = train.train(
+        dataclasses.replace(runlocal(), **config),
+        shard_pattern,
+        shard_pattern,
+        LABEL_NAMES,
+        NORMALIZATION,
+        str(tmp_path / "second"),
+        checkpoint_dir=str(checkpoints),
+    )
+    assert resumed["resumed_from_step"] == killed_at
+    assert resumed["optimizer_steps"] == 100 * resumed["steps_per_epoch"]
+    assert not checkpoints.exists()
+    assert tf.saved_model.load(resumed["serving_model_dir"]) is not None
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_two_workers_train_together_and_only_the_chief_exports(shard_pattern, tmp_path):
+    """MultiWorkerMirroredStrategy from TF_CONFIG: two processes on 127.0.0.1, one replica each."""
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    children = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        spec = {
+            "pattern": shard_pattern,
+            "output_dir": str(tmp_path / f"worker{index}"),
+            "serving_model_dir": str(tmp_path / "serving_model"),
+            "checkpoint_dir": str(tmp_path / "checkpoints"),
+            "config": {"epochs": 2, "checkpoint_every_steps": 1},
+        }
+        env = {**os.environ, "TF_CONFIG": json.dumps(tf_config)}
+        children.append(_train_in_child(spec, env))
+    chief, worker = (_metrics(child) for child in children)
+
+    for metrics in (chief, worker):
+        assert metrics["replicas"] == 2 and metrics["performance"]["workers"] == 2
+        assert metrics["global_batch_size"] == 2 * runlocal().batch_size
+        assert metrics["optimizer_steps"] == 2 * metrics["steps_per_epoch"]
+    assert chief["chief"] and not worker["chief"]
+    assert chief["serving_model_dir"] == str(tmp_path / "serving_model")
+    assert worker["serving_model_dir"] is None
+    assert tf.saved_model.load(chief["serving_model_dir"]) is not None
+    assert (tmp_path / "worker0" / "performance_report.json").exists()
+    assert not (tmp_path / "worker1").exists()  # no summaries, report or export from the worker
 
 
 def test_too_few_examples_for_one_batch_fails_before_training(shard_pattern, tmp_path):

@@ -1,0 +1,167 @@
+"""The training step: graph mode with one trace, optional XLA, loss scaling, gradient accumulation.
+
+`TrainingEngine.run(iterator, steps)` runs `steps` optimizer steps in one graph call (a
+tf.function loop, as Keras' steps_per_execution does), so Python runs once per call, not per step.
+Its input signature is fixed: the distributed iterator's spec (static shapes: training batches
+drop their remainder) and a scalar step-count tensor, so the function is traced once for the
+whole run, including shorter calls at epoch ends; `traces` counts the traces for tests and the
+performance report.
+
+Each optimizer step takes one batch of batch_size x accumulation x replicas examples. Every replica
+splits its share into `accumulation` micro-batches, sums their gradients and applies the mean once:
+the same update as one big batch (batch normalization aside: its statistics are per micro-batch).
+With XLA only the gradient computation is compiled; reading the input and applying gradients
+(all-reduce across replicas) stay outside, as XLA cannot compile iterator ops.
+
+Time spent waiting for input is measured inside the graph: a timestamp before and after each
+get_next, the first one ordered after the previous step's loss.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras as keras
+
+
+class TrainingEngine:
+    """Owns the step functions, the training metrics and the input-wait counter of one model."""
+
+    def __init__(
+        self,
+        model: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        strategy: tf.distribute.Strategy,
+        accumulation: int = 1,
+        jit_compile: bool = False,
+        graph: bool = True,
+    ):
+        """Create it inside `strategy.scope()`. `graph=False` runs the same step eagerly (for
+        benchmarks and debugging); `optimizer` is a LossScaleOptimizer under mixed_float16."""
+        self.model = model
+        self.optimizer = optimizer
+        self.strategy = strategy
+        self.accumulation = accumulation
+        self.graph = graph
+        self.jit_compile = jit_compile and graph
+        self.loss = keras.metrics.Mean("loss")
+        self.accuracy = keras.metrics.SparseCategoricalAccuracy("accuracy")
+        self._per_example_loss = keras.losses.SparseCategoricalCrossentropy(
+            reduction=keras.losses.Reduction.NONE
+        )
+        self.input_wait_seconds = tf.Variable(
+            0.0,
+            dtype=tf.float64,
+            trainable=False,
+            name="input_wait_seconds",
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        )
+        self._traces = 0
+        self._gradients = (
+            tf.function(self._micro_batch_gradients, jit_compile=True)
+            if self.jit_compile
+            else self._micro_batch_gradients
+        )
+        self._run = None if graph else self._steps  # the graph is made on the first run
+
+    @property
+    def traces(self) -> int:
+        """How many times the training loop has been traced (1 after any number of calls)."""
+        return self._traces
+
+    def run(self, iterator, steps: int) -> tf.Tensor:
+        """Runs `steps` optimizer steps on batches from `iterator` (a distributed iterator);
+        returns the last step's mean loss. The graph's input signature is fixed by the first
+        call: the iterator's element spec (static batch shapes) and a scalar step count."""
+        if self._run is None:
+            signature = [tf.type_spec_from_value(iterator), tf.TensorSpec([], tf.int32)]
+            self._run = tf.function(self._steps, input_signature=signature)
+        return self._run(iterator, tf.constant(steps, tf.int32))
+
+    def reset_metrics(self) -> None:
+        self.loss.reset_state()
+        self.accuracy.reset_state()
+
+    def _steps(self, iterator, steps):
+        if self.graph:
+            self._traces += 1  # Python side effect: runs only while tracing
+        loss = tf.constant(0.0)
+        for _ in tf.range(steps):
+            with tf.control_dependencies([loss]):
+                start = tf.timestamp()
+            with tf.control_dependencies([start]):
+                images, labels = next(iterator)
+            local = self.strategy.experimental_local_results(labels)
+            with tf.control_dependencies(list(local)):
+                self.input_wait_seconds.assign_add(tf.timestamp() - start)
+            replica_losses = self.strategy.run(self._replica_step, args=(images, labels))
+            loss = self.strategy.reduce(tf.distribute.ReduceOp.SUM, replica_losses, axis=None)
+        return loss
+
+    def _replica_step(self, images, labels):
+        gradients, per_example_loss, probabilities = self._gradients(images, labels)
+        self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables, strict=True))
+        self.loss.update_state(per_example_loss)
+        self.accuracy.update_state(labels, probabilities)
+        return tf.nn.compute_average_loss(
+            per_example_loss, global_batch_size=per_example_loss.shape[0] * self._replicas()
+        )
+
+    def _replicas(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+    def _micro_batch_gradients(self, images, labels):
+        """Mean gradient over this replica's micro-batches, scaled so that the all-reduce (a sum
+        over replicas) gives the mean over the global batch. Also per-example losses and
+        probabilities for the metrics."""
+        if images.shape[0] % self.accumulation:
+            raise ValueError(
+                f"a replica's batch of {images.shape[0]} does not split into "
+                f"{self.accumulation} equal micro-batches"
+            )
+        micro = images.shape[0] // self.accumulation
+        if self.accumulation == 1:
+            gradients, per_example_loss, probabilities = self._gradients_of(
+                images, labels, micro * self._replicas()
+            )
+            return self._unscaled(gradients), per_example_loss, probabilities
+        micro_images = tf.reshape(images, [self.accumulation, micro, *images.shape[1:]])
+        micro_labels = tf.reshape(labels, [self.accumulation, micro])
+        variables = self.model.trainable_variables
+        sums = [tf.zeros_like(variable) for variable in variables]
+        losses = tf.TensorArray(tf.float32, size=self.accumulation, element_shape=[micro])
+        outputs = tf.TensorArray(tf.float32, size=self.accumulation)
+        for index in tf.range(self.accumulation):
+            gradients, per_example_loss, probabilities = self._gradients_of(
+                micro_images[index], micro_labels[index], micro * self._replicas()
+            )
+            sums = [total + gradient for total, gradient in zip(sums, gradients, strict=True)]
+            losses = losses.write(index, per_example_loss)
+            outputs = outputs.write(index, probabilities)
+        gradients = [total / self.accumulation for total in sums]
+        probabilities = outputs.stack()
+        return (
+            self._unscaled(gradients),
+            tf.reshape(losses.stack(), [-1]),
+            tf.reshape(probabilities, [-1, probabilities.shape[-1]]),
+        )
+
+    def _unscaled(self, gradients):
+        if isinstance(self.optimizer, keras.mixed_precision.LossScaleOptimizer):
+            return self.optimizer.get_unscaled_gradients(gradients)
+        return gradients
+
+    def _gradients_of(self, images, labels, global_micro_batch: int):
+        """Gradients of the micro-batch's share of the global mean loss (loss-scaled under
+        mixed_float16, where small float16 gradients would otherwise underflow to zero)."""
+        with tf.GradientTape() as tape:
+            probabilities = self.model(images, training=True)
+            per_example_loss = self._per_example_loss(labels, probabilities)
+            loss = tf.nn.compute_average_loss(
+                per_example_loss, global_batch_size=global_micro_batch
+            )
+            if self.model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
+            if isinstance(self.optimizer, keras.mixed_precision.LossScaleOptimizer):
+                loss = self.optimizer.get_scaled_loss(loss)
+        gradients = tape.gradient(loss, self.model.trainable_variables)
+        return gradients, per_example_loss, tf.cast(probabilities, tf.float32)

@@ -1,0 +1,89 @@
+"""The performance report of a training run: how fast it trained and under which settings.
+
+Stored as JSON beside the model and recorded in ML Metadata (as custom properties of the Model
+artifact), so runs can be compared. Steady-state figures leave out each process's first graph
+call, which includes tracing (and XLA compilation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import tensorflow as tf
+
+REPORT_FILE = "performance_report.json"
+
+
+@dataclasses.dataclass
+class StepTimes:
+    """Accumulates wall time, steps and input wait of the graph calls after the first."""
+
+    seconds: float = 0.0
+    steps: int = 0
+    input_wait_seconds: float = 0.0
+    first_call_seconds: float | None = None
+
+    def add(self, seconds: float, steps: int, input_wait_seconds: float) -> None:
+        if self.first_call_seconds is None:
+            self.first_call_seconds = seconds
+            return
+        self.seconds += seconds
+        self.steps += steps
+        self.input_wait_seconds += input_wait_seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class PerformanceReport:
+    images_per_second: float  # steady state, all replicas and workers together
+    step_time_seconds: float  # one optimizer step, steady state
+    input_wait_share: float  # of steady-state wall time spent waiting for the next batch
+    first_call_seconds: float  # the first graph call: tracing, XLA compilation, its steps
+    measured_steps: int  # optimizer steps behind the steady-state figures
+    traces: int  # of the training loop; 1 means no retrace
+    retraces: int
+    precision: str
+    xla: bool
+    replicas: int
+    workers: int
+    devices: list[str]
+    global_batch_size: int  # examples per optimizer step, accumulation included
+    gradient_accumulation_steps: int
+    steps_per_execution: int
+
+    @classmethod
+    def from_times(cls, times: StepTimes, traces: int, global_batch_size: int, **settings):
+        seconds = times.seconds or float("nan")
+        steps = times.steps or float("nan")
+        return cls(
+            images_per_second=times.steps * global_batch_size / seconds,
+            step_time_seconds=seconds / steps,
+            input_wait_share=times.input_wait_seconds / seconds,
+            first_call_seconds=times.first_call_seconds or 0.0,
+            measured_steps=times.steps,
+            traces=traces,
+            retraces=max(traces - 1, 0),
+            global_batch_size=global_batch_size,
+            **settings,
+        )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def write_report(report: dict, directory: str) -> str:
+    """Writes directory/performance_report.json; returns its path."""
+    path = f"{directory.rstrip('/')}/{REPORT_FILE}"
+    tf.io.gfile.makedirs(directory)
+    with tf.io.gfile.GFile(path, "w") as handle:
+        handle.write(json.dumps(report, indent=2, sort_keys=True))
+    return path
+
+
+def read_report(directory: str) -> dict | None:
+    """The report stored in `directory`, or None when there is none."""
+    path = f"{directory.rstrip('/')}/{REPORT_FILE}"
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as handle:
+        return json.load(handle)

@@ -1,0 +1,117 @@
+"""Device-dependent choices, made once per training run: threads, GPU memory, distribution,
+precision and XLA.
+
+Order matters: thread pools, GPU memory growth and MultiWorkerMirroredStrategy must be set before
+TensorFlow's runtime starts in the process, so `make_strategy` is the first thing a run calls.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+from components.trainer.config import TrainerConfig
+
+MIN_MIXED_FLOAT16_CAPABILITY = (7, 0)  # Volta: the first GPUs with float16 tensor cores
+
+
+def configure_runtime(config: TrainerConfig) -> None:
+    """Thread pool sizes and GPU memory growth; each applied only while TF has not started, since
+    TensorFlow refuses to change them afterwards (a process that trained once keeps its pools)."""
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # TF already started: growth keeps whatever it was set to then
+            logging.info("GPU memory growth unchanged: TensorFlow has already started")
+    for name, setter, getter in (
+        (
+            "inter_op_threads",
+            tf.config.threading.set_inter_op_parallelism_threads,
+            tf.config.threading.get_inter_op_parallelism_threads,
+        ),
+        (
+            "intra_op_threads",
+            tf.config.threading.set_intra_op_parallelism_threads,
+            tf.config.threading.get_intra_op_parallelism_threads,
+        ),
+    ):
+        wanted = getattr(config, name)
+        if wanted and getter() != wanted:
+            try:
+                setter(wanted)
+            except RuntimeError as error:
+                raise RuntimeError(
+                    f"{name}={wanted} cannot be applied: TensorFlow already started in this "
+                    "process; set it in a fresh process (e.g. the TFX Trainer's own)"
+                ) from error
+
+
+def _tf_config() -> dict:
+    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+
+
+def cluster_workers() -> int:
+    """Workers (chief included) that TF_CONFIG names; 1 when it names none."""
+    cluster = _tf_config().get("cluster", {})
+    return sum(len(cluster.get(job, [])) for job in ("chief", "worker")) or 1
+
+
+def is_chief_task() -> bool:
+    """Whether this process is the cluster's chief (the 'chief' task, or worker 0 when there is
+    none), read from TF_CONFIG without starting TensorFlow; True outside a cluster."""
+    tf_config = _tf_config()
+    task = tf_config.get("task", {})
+    if cluster_workers() == 1 or not task:
+        return True
+    if "chief" in tf_config.get("cluster", {}):
+        return task.get("type") == "chief"
+    return task.get("type") == "worker" and int(task.get("index", 0)) == 0
+
+
+def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:
+    """MultiWorkerMirroredStrategy when TF_CONFIG names several workers; otherwise
+    MirroredStrategy over every local GPU, or else every logical CPU (one, unless configured)."""
+    configure_runtime(config)
+    if cluster_workers() > 1:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+    return tf.distribute.MirroredStrategy([device.name for device in devices])
+
+
+def accelerator_kind() -> str:
+    """'tpu', 'gpu' or 'cpu': what the training step runs on in this process."""
+    if tf.config.list_logical_devices("TPU"):
+        return "tpu"
+    return "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
+
+
+def choose_precision(config: TrainerConfig) -> str:
+    """The tf_keras mixed-precision policy name for this run."""
+    if config.precision != "auto":
+        return config.precision
+    kind = accelerator_kind()
+    if kind == "tpu":
+        return "mixed_bfloat16"
+    if kind == "gpu":
+        capabilities = [
+            tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+            for gpu in tf.config.list_physical_devices("GPU")
+        ]
+        if min(capabilities) >= MIN_MIXED_FLOAT16_CAPABILITY:
+            return "mixed_float16"
+    return "float32"
+
+
+def choose_jit_compile(config: TrainerConfig) -> bool:
+    """XLA for the training step: as configured, else on for accelerators and off on CPUs."""
+    if config.jit_compile is not None:
+        return config.jit_compile
+    return accelerator_kind() != "cpu"
+
+
+def device_names(strategy: tf.distribute.Strategy) -> list[str]:
+    """The devices the replicas of this worker run on."""
+    return list(strategy.extended.worker_devices)

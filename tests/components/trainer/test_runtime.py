@@ -1,0 +1,46 @@
+"""Device-dependent choices: precision, XLA and the cluster role, from config, devices and
+TF_CONFIG."""
+
+import dataclasses
+import json
+
+import pytest
+
+from components.trainer import runtime
+from components.trainer.config import TrainerConfig
+
+
+def test_a_cpu_trains_in_float32_without_xla_unless_asked():
+    config = TrainerConfig()
+    assert runtime.accelerator_kind() == "cpu"
+    assert runtime.choose_precision(config) == "float32"
+    assert runtime.choose_jit_compile(config) is False
+    forced = dataclasses.replace(config, precision="mixed_bfloat16", jit_compile=True)
+    assert runtime.choose_precision(forced) == "mixed_bfloat16"
+    assert runtime.choose_jit_compile(forced) is True
+
+
+def _tf_config(monkeypatch, cluster, task_type, index):
+    tf_config = {"cluster": cluster, "task": {"type": task_type, "index": index}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
+
+
+@pytest.mark.parametrize(
+    ("cluster", "task_type", "index", "workers", "chief"),
+    [
+        ({"worker": ["a:1", "b:2"]}, "worker", 0, 2, True),
+        ({"worker": ["a:1", "b:2"]}, "worker", 1, 2, False),
+        ({"chief": ["c:0"], "worker": ["a:1"]}, "worker", 0, 2, False),
+        ({"chief": ["c:0"], "worker": ["a:1"]}, "chief", 0, 2, True),
+        ({"worker": ["a:1"]}, "worker", 0, 1, True),
+    ],
+)
+def test_cluster_role_from_tf_config(monkeypatch, cluster, task_type, index, workers, chief):
+    _tf_config(monkeypatch, cluster, task_type, index)
+    assert runtime.cluster_workers() == workers
+    assert runtime.is_chief_task() is chief
+
+
+def test_no_tf_config_is_a_single_chief(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert runtime.cluster_workers() == 1 and runtime.is_chief_task()
