@@ -10,12 +10,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_VERSION := 26.3
 DATA ?=
+SET ?=
 BUILD := build
 
 .PHONY: help setup test test-fast lint run-local bench bench-gpu
 
 help:
-	@echo "make run-local [DATA=/path/to/images]  run the pipeline (default: the embedded dataset)"
+	@echo "make run-local [DATA=/path/to/images] [SET='trainer.epochs=5 ...']"
+	@echo "                                       run the pipeline (default: the embedded dataset)"
 	@echo "make test                              full test suite (builds .venv first)"
 	@echo "make test-fast                         unit tests only (seconds)"
 	@echo "make lint | make bench | make setup"
@@ -42,7 +44,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check data_prep components pipeline benchmarks tests
 
 run-local: $(STAMP)
-	$(BIN)/imgpipe run --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)")
+	$(BIN)/imgpipe run --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") $(foreach s,$(SET),--set $(s))
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run --output $(BUILD)/bench

@@ -184,12 +184,22 @@ def _add_run(subparsers) -> None:
     parser.add_argument("--data", help="folder of class folders or a manifest (default: embedded)")
     parser.add_argument("--preset", choices=["local", "full"], default="local")
     parser.add_argument("--build-dir", default="build", help="pipeline root, MLMD and models")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override one setting of the preset, e.g. trainer.epochs=5, "
+        "trainer.precision=mixed_bfloat16, trainer.jit_compile=true, min_accuracy=0.8 "
+        "(repeatable; the fields are documented in pipeline/config.py and "
+        "components/trainer/config.py)",
+    )
     parser.set_defaults(handler=_run_pipeline)
 
 
 def _run_pipeline(args, beam_args: list[str]) -> int:
     from data_prep.default_dataset import generate_default_dataset
-    from pipeline.config import PRESETS
+    from pipeline.config import PRESETS, override
     from pipeline.local_runner import run_local
 
     data = args.data
@@ -200,6 +210,8 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     if beam_args:
         config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
     try:
+        for setting in args.set:
+            config = override(config, setting)
         config.validate()
     except ConfigError as error:
         print(f"imgpipe run: error: {error}", file=sys.stderr)

@@ -7,8 +7,11 @@ cores (what CI and `make run-local` use); `full` holds real settings for real da
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
+import types
+import typing
 
 from components.trainer.config import TrainerConfig
 from data_prep.config import ConfigError, IngestConfig
@@ -81,3 +84,52 @@ def full_preset(data: str, build_dir: str = "build") -> PipelineConfig:
 
 
 PRESETS = {"local": local_preset, "full": full_preset}
+
+
+def override(config, setting: str):
+    """config with one 'path.to.field=value' setting applied, e.g. 'trainer.epochs=5' or
+    'trainer.precision=mixed_bfloat16'. Values parse as JSON (numbers, true/false, null, lists),
+    else as text; the field's type is checked here and its range by validate()."""
+    path, separator, raw = setting.partition("=")
+    if not separator or not path:
+        raise ConfigError(setting, "is not of the form field=value (e.g. trainer.epochs=5)")
+    head, _, rest = path.strip().partition(".")
+    fields = {field.name: field for field in dataclasses.fields(config)}
+    if head not in fields:
+        raise ConfigError(path, f"unknown setting; {type(config).__name__} has {sorted(fields)}")
+    if rest:
+        inner = getattr(config, head)
+        if not dataclasses.is_dataclass(inner):
+            raise ConfigError(path, f"{head!r} has no fields")
+        try:
+            value = override(inner, f"{rest}={raw}")
+        except ConfigError as error:
+            raise ConfigError(f"{head}.{error.field}", str(error).split(": ", 1)[1]) from error
+    else:
+        value = _typed(head, raw.strip(), typing.get_type_hints(type(config))[head])
+    return dataclasses.replace(config, **{head: value})
+
+
+def _typed(name: str, raw: str, annotation):
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    allowed = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else ()
+    allowed = allowed or (annotation,)
+    for kind in allowed:
+        origin = typing.get_origin(kind) or kind
+        if value is None and kind is type(None):
+            return None
+        if origin is tuple and isinstance(value, list):
+            return tuple(value)
+        if origin is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if origin is str and not isinstance(value, str):
+            return raw  # e.g. a name that happens to parse as a number
+        if isinstance(origin, type) and isinstance(value, origin):
+            if origin is int and isinstance(value, bool):
+                continue
+            return value
+    names = " or ".join(getattr(kind, "__name__", str(kind)) for kind in allowed)
+    raise ConfigError(name, f"{raw!r} is not of type {names}")

@@ -58,6 +58,23 @@ def test_bad_setting_fails_before_any_work_naming_the_field(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("trainer.epochs=0", "trainer.epochs: 0 is below 1"),
+        ("trainer.precision=float8", "trainer.precision:"),
+        ("trainer.epochs=many", "trainer.epochs: 'many' is not of type int"),
+    ],
+)
+def test_run_overrides_are_checked_before_any_work(tmp_path, capsys, setting, message):
+    images = tmp_path / "images"
+    images.mkdir()
+    build = tmp_path / "build"
+    assert main(["run", "--data", str(images), "--build-dir", str(build), "--set", setting]) == 2
+    assert message in capsys.readouterr().err
+    assert not build.exists()
+
+
 def test_missing_input_is_a_clear_error(tmp_path, capsys):
     assert main(["prep", "--input", str(tmp_path / "nope"), "--output", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err

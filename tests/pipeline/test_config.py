@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 
 from data_prep.config import ConfigError
-from pipeline.config import PRESETS, local_preset
+from pipeline.config import PRESETS, local_preset, override
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -33,3 +33,50 @@ def test_nested_ingest_errors_name_the_full_path():
     bad = dataclasses.replace(config, ingest=dataclasses.replace(config.ingest, eval_fraction=2))
     with pytest.raises(ConfigError, match=r"^ingest.eval_fraction: 2 is not between 0 and 1"):
         bad.validate()
+
+
+@pytest.mark.parametrize(
+    ("setting", "path", "expected"),
+    [
+        ("trainer.epochs=5", ("trainer", "epochs"), 5),
+        ("trainer.precision=mixed_bfloat16", ("trainer", "precision"), "mixed_bfloat16"),
+        ("trainer.jit_compile=true", ("trainer", "jit_compile"), True),
+        ("trainer.jit_compile=null", ("trainer", "jit_compile"), None),
+        ("trainer.profile_steps=[2, 4]", ("trainer", "profile_steps"), (2, 4)),
+        ("trainer.learning_rate=1", ("trainer", "learning_rate"), 1.0),
+        ("min_accuracy=0.8", ("min_accuracy",), 0.8),
+        ("name=2026", ("name",), "2026"),
+        ("ingest.max_reject_fraction=0.2", ("ingest", "max_reject_fraction"), 0.2),
+    ],
+)
+def test_override_sets_one_typed_field_and_leaves_the_rest(setting, path, expected):
+    config = local_preset("images/")
+    changed = override(config, setting)
+    value = changed
+    for name in path:
+        value = getattr(value, name)
+    assert value == expected and type(value) is type(expected)
+    assert dataclasses.replace(changed, **{path[0]: getattr(config, path[0])}) == config
+
+
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ("trainer.epochs=five", "trainer.epochs"),
+        ("trainer.epochs=true", "trainer.epochs"),
+        ("trainer.jit_compile=maybe", "trainer.jit_compile"),
+        ("trainer.nope=1", "trainer.nope"),
+        ("min_accuracy.x=1", "min_accuracy.x"),
+        ("epochs", "epochs"),
+    ],
+)
+def test_override_rejects_bad_settings_naming_the_field(setting, field):
+    with pytest.raises(ConfigError) as error:
+        override(local_preset("images/"), setting)
+    assert error.value.field == field
+
+
+def test_an_override_out_of_range_fails_validation_naming_the_nested_field():
+    with pytest.raises(ConfigError) as error:
+        override(local_preset("images/"), "trainer.epochs=0").validate()
+    assert error.value.field == "trainer.epochs"
