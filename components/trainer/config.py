@@ -45,6 +45,8 @@ class TrainerConfig:
         training shuffle buffer then holds decoded images too (at most one split's worth).
       steps_per_execution: training steps run per graph call, amortizing Python overhead.
       seed: seeds weight initialization, file order, shuffling and augmentation.
+      report_input_pipeline: print, at the start of training, what each input pipeline decided
+        (shards read, batch per replica, parallelism, cache on or off and why).
     """
 
     image_size: int = 64
@@ -58,6 +60,7 @@ class TrainerConfig:
     cache_budget_bytes: int = 1024**3
     steps_per_execution: int = 8
     seed: int = 0
+    report_input_pipeline: bool = True
 
     def validate(self) -> TrainerConfig:
         if self.image_size < 32:
@@ -85,6 +88,10 @@ class TrainerConfig:
             raise ConfigError("cache_budget_bytes", f"{self.cache_budget_bytes} is negative")
         if self.seed < 0:
             raise ConfigError("seed", f"{self.seed} is negative")
+        if not isinstance(self.report_input_pipeline, bool):
+            raise ConfigError(
+                "report_input_pipeline", f"{self.report_input_pipeline!r} is not true or false"
+            )
         return self
 
 

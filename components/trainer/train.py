@@ -64,10 +64,24 @@ def train(
             f"{train_plan.examples} training examples do not fill one global batch of "
             f"{global_batch} ({config.batch_size} per replica x {replicas} replicas)"
         )
-    train_data = input_pipeline.training_dataset(
-        train_plan, config.image_size, normalization, config.shuffle_buffer, config.seed
-    )
+
+    def train_dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        """Called once per worker: its shards, batched per replica."""
+        if config.report_input_pipeline:
+            print(f"input pipeline {train_plan.describe(input_context)}", flush=True)
+        return input_pipeline.training_dataset(
+            train_plan,
+            config.image_size,
+            normalization,
+            config.shuffle_buffer,
+            config.seed,
+            input_context,
+        )
+
+    train_data = strategy.distribute_datasets_from_function(train_dataset_fn)
     eval_data = input_pipeline.eval_dataset(eval_plan, config.image_size, normalization)
+    if config.report_input_pipeline:
+        print(f"input pipeline {eval_plan.describe()}", flush=True)
 
     with strategy.scope():
         model = build_model(config, len(label_names))

@@ -31,6 +31,7 @@ def test_defaults_and_runlocal_are_valid():
         ({"batch_size": 64, "shuffle_buffer": 639}, "shuffle_buffer"),
         ({"cache_budget_bytes": -1}, "cache_budget_bytes"),
         ({"seed": -1}, "seed"),
+        ({"report_input_pipeline": "yes"}, "report_input_pipeline"),
     ],
 )
 def test_bad_values_name_the_field(changes, field):

@@ -19,7 +19,7 @@ from tests.data_prep import image_files
 NORMALIZATION = Normalization(mean=(127.0, 127.0, 127.0), std=(64.0, 64.0, 64.0))
 
 
-def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path):
+def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path, capsys):
     config = dataclasses.replace(runlocal(), epochs=2)  # 3 steps per epoch, 2 per execution
     metrics = train.train(
         config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path)
@@ -32,6 +32,8 @@ def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path):
     # Static shapes: traced once, never again, across epochs and partial executions.
     assert metrics["train_function_traces"] == 1
     assert "cache on" in metrics["input_pipeline"]["train"]
+    printed = capsys.readouterr().out
+    assert "input pipeline train: 2 shard(s)" in printed and "input pipeline eval:" in printed
     assert os.listdir(tmp_path / "logs")  # TensorBoard event files
 
     loaded = tf.saved_model.load(metrics["serving_model_dir"])
@@ -72,6 +74,8 @@ def test_two_cpu_replicas_share_the_global_batch(shard_pattern, tmp_path):
 
     assert metrics["replicas"] == 2
     assert metrics["global_batch_size"] == 2 * runlocal().batch_size
+    # Reported at training start: one input pipeline, batching per replica.
+    assert "input pipeline 1 of 1 reads 2 shard(s), batches 4 per replica for 2" in result.stdout
     assert metrics["steps_per_epoch"] == SHARDS * EXAMPLES_PER_SHARD // (2 * runlocal().batch_size)
 
 
