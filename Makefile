@@ -11,6 +11,7 @@ STAMP := $(VENV)/.installed
 PIP_VERSION := 26.3
 DATA ?=
 BUILD := build
+PARTS ?=
 
 .PHONY: help setup test test-fast lint run-local bench
 
@@ -18,7 +19,8 @@ help:
 	@echo "make run-local [DATA=/path/to/images]  run the pipeline (default: the embedded dataset)"
 	@echo "make test                              full test suite (builds .venv first)"
 	@echo "make test-fast                         unit tests only (seconds)"
-	@echo "make lint | make bench | make setup"
+	@echo "make bench [PARTS='input ingest']      benchmarks (default: every part)"
+	@echo "make lint | make setup"
 
 setup: $(STAMP)
 
@@ -44,4 +46,4 @@ run-local: $(STAMP)
 	$(BIN)/imgpipe run --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)")
 
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.run --output $(BUILD)/bench
+	$(BIN)/python -m benchmarks.run --output $(BUILD)/bench $(if $(strip $(PARTS)),--parts $(PARTS))

@@ -61,7 +61,8 @@ def bar_chart(records: list[dict], path: str, title: str, unit: str) -> None:
     names = [record["name"].split(".", 2)[-1].replace("_", " ") for record in shown]
     bars = axis.bar(names, [record["value"] for record in shown], color="#4a7ab5")
     for bar, record in zip(bars, shown, strict=True):
-        label = f"{record['value']:.3g}"
+        value = record["value"]
+        label = f"{value:.0f}" if value >= 100 else f"{value:.3g}"
         if "ratio" in record:
             label += f"\n{record['ratio']:.2f}x"
         axis.annotate(
@@ -71,6 +72,7 @@ def bar_chart(records: list[dict], path: str, title: str, unit: str) -> None:
             va="bottom",
             fontsize=8,
         )
+    axis.margins(y=0.2)  # room for the labels above the bars
     axis.set_ylabel(unit)
     axis.set_title(title, fontsize=10)
     axis.tick_params(axis="x", labelsize=8, rotation=20)

@@ -64,7 +64,7 @@ class PipelinePlan:
             f"{self.split}: {len(self.files)} shard(s), {self.examples} examples, "
             f"global batch {self.batch_size} (partial last batch {remainder}), "
             f"{self.parallel_reads} parallel read(s), map parallelism AUTOTUNE on "
-            f"{os.cpu_count()} core(s), prefetch AUTOTUNE, {augmentation}, "
+            f"{len(os.sched_getaffinity(0))} core(s), prefetch AUTOTUNE, {augmentation}, "
             f"cache {'on' if self.cache else 'off'} ({self.cache_reason})"
         )
         if input_context is not None:
