@@ -38,10 +38,12 @@ def without_injected_prefetch(dataset: tf.data.Dataset) -> tf.data.Dataset:
     return dataset.with_options(options)
 
 
-def time_batches(dataset: tf.data.Dataset, batches: int) -> tuple[float, float]:
-    """Wall seconds and process CPU seconds to take `batches` batches, after a warm-up."""
+def time_batches(
+    dataset: tf.data.Dataset, batches: int, warmup: int = WARMUP_BATCHES
+) -> tuple[float, float]:
+    """Wall seconds and process CPU seconds to take `batches` batches, after `warmup` batches."""
     iterator = iter(dataset)
-    for _ in range(WARMUP_BATCHES):
+    for _ in range(warmup):
         next(iterator)
     wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(batches):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 
 from benchmarks import (
     ingest_bench,
@@ -53,11 +54,13 @@ def main() -> None:
     kept = []
     if os.path.exists(results_path):
         with open(results_path) as handle:
-            kept = [r for r in json.load(handle) if r.get("part") not in names]
+            # Other parts' records stay; those without a part (an older format) do not.
+            kept = [r for r in json.load(handle) if r.get("part") not in (None, *names)]
     records = []
     for name in names:
-        part = PARTS[name]
+        part, started = PARTS[name], time.perf_counter()
         part_records = [{**record, "part": name} for record in part.run(args.output)]
+        print(f"{name}: done in {time.perf_counter() - started:.0f} s", flush=True)
         part.chart(part_records, os.path.join(args.output, f"{name}.png"))
         records.extend(part_records)
         with open(results_path, "w") as handle:  # after every part: a late failure loses less

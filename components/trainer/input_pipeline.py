@@ -7,7 +7,8 @@ every step has the same static shapes and never retraces) -> prefetch.
 When the decoded split fits the cache budget, parse + decode + resize + normalize move before the
 shuffle into their own map followed by cache(): decoding then happens once instead of every epoch,
 and the random augmentation (crop of the decoded image, flip, color) stays after the cache, so each
-epoch still sees fresh augmentations.
+epoch still sees fresh augmentations. It then runs on whole batches (after batch): for these cheap
+ops a per-image map's overhead would cost more than the ops themselves.
 Under a distribution strategy each input pipeline (one per worker) reads its own shards, whole
 files, and batches per replica; see training_dataset.
 Evaluation: the same stages in a fixed order, no augmentation, cached when it fits.
@@ -24,7 +25,7 @@ import tensorflow as tf
 from components.trainer.preprocessing import (
     CHANNELS,
     Normalization,
-    augment_decoded,
+    augment_batch,
     augment_encoded,
     preprocess_image,
 )
@@ -56,8 +57,8 @@ class PipelinePlan:
         which shards and what batch this input pipeline gets."""
         remainder = "dropped" if self.training else "kept"
         if self.training:
-            crop = "decode_and_crop_jpeg" if not self.cache else "crop of the cached image"
-            augmentation = f"augmentation on ({crop}, flip, brightness, contrast)"
+            how = "on cached images, per batch" if self.cache else "decode_and_crop_jpeg, per image"
+            augmentation = f"augmentation on (crop, flip, brightness, contrast; {how})"
         else:
             augmentation = "no augmentation"
         text = (
@@ -253,8 +254,8 @@ def training_batches(
         return decode_example(record, image_size, normalization)
 
     def augment_cached(index, element):
-        image, label = element
-        return augment_decoded(image, element_seed(base_seed, index)), label
+        images, labels = element
+        return augment_batch(images, element_seed(base_seed, index)), labels
 
     def augment_record(index, record):
         return augment_example(record, element_seed(base_seed, index), image_size, normalization)
@@ -263,11 +264,11 @@ def training_batches(
     dataset = interleave_records(dataset, min(len(files), MAX_PARALLEL_READS), deterministic=False)
     if plan.cache:
         dataset = dataset.map(decode, tf.data.AUTOTUNE, deterministic=False).cache()
-        dataset = shuffle_and_repeat(dataset, shuffle_buffer, seed + pipeline_id).enumerate()
-        dataset = dataset.map(augment_cached, tf.data.AUTOTUNE, deterministic=False)
-    else:
-        dataset = shuffle_and_repeat(dataset, shuffle_buffer, seed + pipeline_id).enumerate()
-        dataset = dataset.map(augment_record, tf.data.AUTOTUNE, deterministic=False)
+        dataset = shuffle_and_repeat(dataset, shuffle_buffer, seed + pipeline_id)
+        dataset = batch(dataset, batch_size, drop_remainder=True).enumerate()
+        return dataset.map(augment_cached, tf.data.AUTOTUNE, deterministic=False)
+    dataset = shuffle_and_repeat(dataset, shuffle_buffer, seed + pipeline_id).enumerate()
+    dataset = dataset.map(augment_record, tf.data.AUTOTUNE, deterministic=False)
     return batch(dataset, batch_size, drop_remainder=True)
 
 
