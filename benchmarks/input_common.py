@@ -10,6 +10,7 @@ and each keeps its best run: what a quiet machine would show.
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 
 import tensorflow as tf
@@ -76,7 +77,7 @@ def bar_chart(records: list[dict], path: str, title: str, unit: str) -> None:
         )
     axis.margins(y=0.2)  # room for the labels above the bars
     axis.set_ylabel(unit)
-    axis.set_title(title, fontsize=10)
+    axis.set_title(textwrap.fill(title, 80), fontsize=9)
     axis.tick_params(axis="x", labelsize=8, rotation=20)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
