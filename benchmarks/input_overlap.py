@@ -7,7 +7,8 @@ max(input time, step time), while a pipeline that does not overlap takes their s
 The pipeline is the uncached training pipeline, so every epoch costs the same; the epoch timed is
 the second of a continuous iterator, as in training. "Without prefetch" drops only the last stage
 (and stops tf.data from injecting one): tf.data still fuses the parallel map with the batch, and
-that fused stage computes a few batches ahead by itself, so it overlaps part of the step too.
+that fused stage starts on the next batch as soon as one is taken, so it overlaps much of the
+step too.
 """
 
 from __future__ import annotations
