@@ -12,6 +12,7 @@ PIP_VERSION := 26.3
 DATA ?=
 SET ?=
 BUILD := build
+PARTS ?=
 
 .PHONY: help setup test test-fast lint run-local bench bench-gpu
 
@@ -20,8 +21,9 @@ help:
 	@echo "                                       run the pipeline (default: the embedded dataset)"
 	@echo "make test                              full test suite (builds .venv first)"
 	@echo "make test-fast                         unit tests only (seconds)"
-	@echo "make lint | make bench | make setup"
+	@echo "make bench [PARTS='input ingest']      benchmarks (default: every part)"
 	@echo "make bench-gpu [OUTPUT=dir]             ResNet-50 on a CUDA machine (< 8 min; not in CI)"
+	@echo "make lint | make setup"
 
 setup: $(STAMP)
 
@@ -47,7 +49,7 @@ run-local: $(STAMP)
 	$(BIN)/imgpipe run --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") $(foreach s,$(SET),--set $(s))
 
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.run --output $(BUILD)/bench
+	$(BIN)/python -m benchmarks.run --output $(BUILD)/bench $(if $(strip $(PARTS)),--parts $(PARTS))
 
 # On a CUDA machine only; `python -m benchmarks.gpu_bench --smoke` runs the same script on a CPU.
 bench-gpu: $(STAMP)

@@ -1,34 +1,81 @@
-"""`make bench`: runs every benchmark part in one run; writes results.json and a chart per part."""
+"""`make bench`: runs the benchmark parts in one run; writes results.json and a chart per part.
+
+`--parts` selects parts by name or by the group before the first underscore (`--parts input`
+runs every input_* part); results of parts not run this time are kept in results.json.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import time
 
-from benchmarks import ingest_bench, serving_bench, training_bench
+from benchmarks import (
+    ingest_bench,
+    input_ablation,
+    input_limit,
+    input_overlap,
+    input_real_vs_synthetic,
+    serving_bench,
+    training_bench,
+)
 
-PARTS = {"ingest": ingest_bench, "training": training_bench, "serving": serving_bench}
+PARTS = {
+    "ingest": ingest_bench,
+    "input_limit": input_limit,
+    "input_ablation": input_ablation,
+    "input_overlap": input_overlap,
+    "input_real_vs_synthetic": input_real_vs_synthetic,
+    "training": training_bench,
+    "serving": serving_bench,
+}
+
+
+def select_parts(selectors: list[str] | None) -> list[str]:
+    """Part names in PARTS order, for part names or group names; all parts when none given."""
+    if not selectors:
+        return list(PARTS)
+    unknown = [s for s in selectors if s not in PARTS and not any(_in_group(p, s) for p in PARTS)]
+    if unknown:
+        groups = sorted({name.split("_")[0] for name in PARTS})
+        raise SystemExit(f"unknown part(s) {unknown}; parts: {list(PARTS)}, groups: {groups}")
+    return [name for name in PARTS if any(s == name or _in_group(name, s) for s in selectors)]
+
+
+def _in_group(part: str, group: str) -> bool:
+    return part.startswith(group + "_")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--output", default="build/bench")
-    parser.add_argument("--only", choices=sorted(PARTS), action="append")
+    parser.add_argument("--parts", nargs="+", metavar="PART", help=f"any of {list(PARTS)}")
     args = parser.parse_args()
+    names = select_parts(args.parts)
     os.makedirs(args.output, exist_ok=True)
+    results_path = os.path.join(args.output, "results.json")
+    kept = []
+    if os.path.exists(results_path):
+        with open(results_path) as handle:
+            # Other parts' records stay; those without a part (an older format) do not.
+            kept = [r for r in json.load(handle) if r.get("part") not in (None, *names)]
     records = []
-    for name in args.only or sorted(PARTS):
-        part = PARTS[name]
-        part_records = part.run(args.output)
+    for name in names:
+        part, started = PARTS[name], time.perf_counter()
+        part_records = [{**record, "part": name} for record in part.run(args.output)]
+        print(f"{name}: done in {time.perf_counter() - started:.0f} s", flush=True)
         part.chart(part_records, os.path.join(args.output, f"{name}.png"))
         records.extend(part_records)
-    with open(os.path.join(args.output, "results.json"), "w") as handle:
-        json.dump(records, handle, indent=2)
-    print(f"{'benchmark':<42} {'value':>12} {'unit':<10} {'ratio':>7}")
+        with open(results_path, "w") as handle:  # after every part: a late failure loses less
+            json.dump(kept + records, handle, indent=2)
+    print(f"{'benchmark':<46} {'value':>10} {'unit':<13} {'ratio':>6}  baseline")
     for record in records:
         ratio = f"{record['ratio']:.2f}" if "ratio" in record else ""
-        print(f"{record['name']:<42} {record['value']:>12.1f} {record['unit']:<10} {ratio:>7}")
+        print(
+            f"{record['name']:<46} {record['value']:>10.4g} {record['unit']:<13} {ratio:>6}  "
+            f"{record.get('baseline', '')}"
+        )
 
 
 if __name__ == "__main__":

@@ -61,6 +61,8 @@ class TrainerConfig:
       profile_steps: optional (first, last) optimizer step of a TensorBoard profiler trace.
       inter_op_threads, intra_op_threads: TensorFlow thread pool sizes; 0 lets TF choose. Only
         applied before TensorFlow has started in this process.
+      report_input_pipeline: print, at the start of training, what each input pipeline decided
+        (shards read, batch per replica, parallelism, cache on or off and why).
     """
 
     image_size: int = 64
@@ -81,6 +83,7 @@ class TrainerConfig:
     profile_steps: tuple[int, int] | None = None
     inter_op_threads: int = 0
     intra_op_threads: int = 0
+    report_input_pipeline: bool = True
 
     def validate(self) -> TrainerConfig:
         if self.image_size < 32:
@@ -119,6 +122,10 @@ class TrainerConfig:
             raise ConfigError(
                 "profile_steps",
                 f"{self.profile_steps} is not (first, last) with 1 <= first <= last",
+            )
+        if not isinstance(self.report_input_pipeline, bool):
+            raise ConfigError(
+                "report_input_pipeline", f"{self.report_input_pipeline!r} is not true or false"
             )
         return self
 

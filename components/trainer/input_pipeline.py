@@ -1,11 +1,16 @@
 """The training and evaluation tf.data pipelines, one named function per stage, read top to bottom.
 
-Training: list_files (shuffled) -> interleave_records (parallel, non-deterministic) -> shuffle ->
-repeat -> one parallel map (parse, decode, resize, normalize, augment) -> batch (drop remainder,
-so every step has the same static shapes and never retraces) -> prefetch.
-When the decoded split fits the cache budget, parse + decode + resize move before the shuffle into
-their own map followed by cache(): decoding then happens once instead of every epoch, and the
-random augmentation stays after the cache, so each epoch still sees fresh augmentations.
+Training: list_files (this input pipeline's shards, shuffled) -> interleave_records (parallel,
+non-deterministic) -> shuffle -> repeat -> one parallel map (parse, decode with a random crop via
+decode_and_crop_jpeg, resize, normalize, flip, brightness, contrast) -> batch (drop remainder, so
+every step has the same static shapes and never retraces) -> prefetch.
+When the decoded split fits the cache budget, parse + decode + resize + normalize move before the
+shuffle into their own map followed by cache(): decoding then happens once instead of every epoch,
+and the random augmentation (crop of the decoded image, flip, color) stays after the cache, so each
+epoch still sees fresh augmentations. It then runs on whole batches (after batch): for these cheap
+ops a per-image map's overhead would cost more than the ops themselves.
+Under a distribution strategy each input pipeline (one per worker) reads its own shards, whole
+files, and batches per replica; see training_dataset.
 Evaluation: the same stages in a fixed order, no augmentation, cached when it fits.
 """
 
@@ -13,26 +18,29 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 
 import tensorflow as tf
 
-from components.trainer.preprocessing import CHANNELS, Normalization, preprocess_image
+from components.trainer.preprocessing import (
+    CHANNELS,
+    Normalization,
+    augment_batch,
+    augment_encoded,
+    preprocess_image,
+)
 from data_prep import features
 
+LOGGER = logging.getLogger(__name__)
 MAX_PARALLEL_READS = 16  # shards read at once; more only adds open files and buffers
 CACHED_BYTES_PER_VALUE = 4  # cached images are float32
-# Augmentation strengths. Shapes keep their class under flips and mild zoom; brightness is in
-# normalized units (about 1 std of pixel values per 1.0).
-MIN_CROP_FRACTION = 0.85
-BRIGHTNESS_DELTA = 0.2
-CONTRAST_RANGE = (0.8, 1.2)
 
 _PARSE_SPEC_KEYS = (features.IMAGE, features.LABEL)
 
 
 @dataclasses.dataclass(frozen=True)
 class PipelinePlan:
-    """What a pipeline will do and why; logged, and returned in the training metrics."""
+    """What a pipeline will do and why; reported at training start and in the training metrics."""
 
     split: str
     files: tuple[str, ...]
@@ -44,14 +52,31 @@ class PipelinePlan:
     cache_reason: str
     parallel_reads: int
 
-    def describe(self) -> str:
+    def describe(self, input_context: tf.distribute.InputContext | None = None) -> str:
+        """One line: shards, batch, parallelism, cache decision; with an input context, also
+        which shards and what batch this input pipeline gets."""
         remainder = "dropped" if self.training else "kept"
-        return (
+        if self.training:
+            how = "on cached images, per batch" if self.cache else "decode_and_crop_jpeg, per image"
+            augmentation = f"augmentation on (crop, flip, brightness, contrast; {how})"
+        else:
+            augmentation = "no augmentation"
+        text = (
             f"{self.split}: {len(self.files)} shard(s), {self.examples} examples, "
-            f"batch {self.batch_size} (partial last batch {remainder}), "
-            f"{self.parallel_reads} parallel read(s), map parallelism AUTOTUNE, "
+            f"global batch {self.batch_size} (partial last batch {remainder}), "
+            f"{self.parallel_reads} parallel read(s), map parallelism AUTOTUNE on "
+            f"{len(os.sched_getaffinity(0))} core(s), prefetch AUTOTUNE, {augmentation}, "
             f"cache {'on' if self.cache else 'off'} ({self.cache_reason})"
         )
+        if input_context is not None:
+            files = pipeline_files(self.files, input_context)
+            text += (
+                f"; input pipeline {input_context.input_pipeline_id + 1} of "
+                f"{input_context.num_input_pipelines} reads {len(files)} shard(s), batches "
+                f"{input_context.get_per_replica_batch_size(self.batch_size)} per replica for "
+                f"{input_context.num_replicas_in_sync} replica(s)"
+            )
+        return text
 
 
 def resolve_files(patterns: list[str] | str) -> list[str]:
@@ -100,8 +125,24 @@ def plan_pipeline(
         cache_reason=reason,
         parallel_reads=min(len(files), MAX_PARALLEL_READS),
     )
-    logging.info("input pipeline %s", plan.describe())
+    LOGGER.info("input pipeline %s", plan.describe())
     return plan
+
+
+def pipeline_files(
+    files: tuple[str, ...], input_context: tf.distribute.InputContext | None
+) -> tuple[str, ...]:
+    """The shards one input pipeline reads: every num_input_pipelines-th file, so workers read
+    disjoint whole files (no worker reads and discards the others' records)."""
+    if input_context is None or input_context.num_input_pipelines == 1:
+        return files
+    if len(files) < input_context.num_input_pipelines:
+        raise ValueError(
+            f"{len(files)} shard(s) cannot be split by file over "
+            f"{input_context.num_input_pipelines} input pipelines; ingest with at least that "
+            "many shards (IngestConfig.min_shards)"
+        )
+    return files[input_context.input_pipeline_id :: input_context.num_input_pipelines]
 
 
 # Stages, in pipeline order.
@@ -127,44 +168,39 @@ def interleave_records(
     )
 
 
-def decode_example(
-    record: tf.Tensor, image_size: int, normalization: Normalization
-) -> tuple[tf.Tensor, tf.Tensor]:
-    """A serialized tf.Example -> (preprocessed image, int64 label)."""
-    spec = features.feature_spec()
-    parsed = tf.io.parse_single_example(record, {key: spec[key] for key in _PARSE_SPEC_KEYS})
-    image = preprocess_image(parsed[features.IMAGE], image_size, normalization)
-    return image, parsed[features.LABEL]
-
-
-def augment(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-    """Random flip, zoom crop, brightness and contrast of one preprocessed image.
-
-    Stateless ops keyed by `seed` (shape [2]): the same seed gives the same result eagerly and
-    inside tf.data, and the output shape stays static.
-    """
-    flip_seed, crop_seed, brightness_seed, contrast_seed = tf.unstack(
-        tf.random.experimental.stateless_split(seed, 4)
-    )
-    image = tf.image.stateless_random_flip_left_right(image, flip_seed)
-    image = random_crop(image, crop_seed)
-    image = tf.image.stateless_random_brightness(image, BRIGHTNESS_DELTA, brightness_seed)
-    return tf.image.stateless_random_contrast(image, *CONTRAST_RANGE, contrast_seed)
-
-
-def random_crop(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-    """A random square crop of MIN_CROP_FRACTION..1 of the side, resized back to full size."""
-    size_seed, offset_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
-    side = tf.random.stateless_uniform([], size_seed, MIN_CROP_FRACTION, 1.0)
-    top_left = tf.random.stateless_uniform([2], offset_seed, 0.0, 1.0) * (1.0 - side)
-    box = tf.concat([top_left, top_left + side], axis=0)
-    size = image.shape[:2]
-    return tf.image.crop_and_resize(image[tf.newaxis], box[tf.newaxis], [0], size)[0]
-
-
 def shuffle_and_repeat(dataset: tf.data.Dataset, buffer_size: int, seed: int) -> tf.data.Dataset:
     """Reshuffled every epoch, then repeated forever: fit counts steps, not epochs of data."""
     return dataset.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True).repeat()
+
+
+def parse_example(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """A serialized tf.Example -> (encoded image bytes, int64 label)."""
+    spec = features.feature_spec()
+    parsed = tf.io.parse_single_example(record, {key: spec[key] for key in _PARSE_SPEC_KEYS})
+    return parsed[features.IMAGE], parsed[features.LABEL]
+
+
+def decode_example(
+    record: tf.Tensor, image_size: int, normalization: Normalization
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """A serialized tf.Example -> (preprocessed image, int64 label): evaluation, and training
+    before a cache."""
+    encoded, label = parse_example(record)
+    return preprocess_image(encoded, image_size, normalization), label
+
+
+def augment_example(
+    record: tf.Tensor, seed: tf.Tensor, image_size: int, normalization: Normalization
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """A serialized tf.Example -> (augmented image, int64 label): the whole per-image work of
+    uncached training in one function, so one parallel map runs it."""
+    encoded, label = parse_example(record)
+    return augment_encoded(encoded, image_size, normalization, seed), label
+
+
+def element_seed(seed: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+    """The stateless seed of the index-th element of an input pipeline with base seed [2]."""
+    return tf.random.experimental.stateless_fold_in(seed, index)
 
 
 def batch(dataset: tf.data.Dataset, batch_size: int, drop_remainder: bool) -> tf.data.Dataset:
@@ -185,30 +221,55 @@ def training_dataset(
     normalization: Normalization,
     shuffle_buffer: int,
     seed: int,
+    input_context: tf.distribute.InputContext | None = None,
 ) -> tf.data.Dataset:
-    """Infinite (image, label) batches of static shape [batch, size, size, 3] and [batch]."""
+    """Infinite (image, label) batches of static shape [batch, size, size, 3] and [batch].
+
+    Without an input context, batches are global batches. With one (from
+    strategy.distribute_datasets_from_function), this pipeline reads only its shards
+    (pipeline_files) and makes per-replica batches; its seeds differ from other pipelines'.
+    """
+    return prefetch(
+        training_batches(plan, image_size, normalization, shuffle_buffer, seed, input_context)
+    )
+
+
+def training_batches(
+    plan: PipelinePlan,
+    image_size: int,
+    normalization: Normalization,
+    shuffle_buffer: int,
+    seed: int,
+    input_context: tf.distribute.InputContext | None = None,
+) -> tf.data.Dataset:
+    """training_dataset without its last stage, the prefetch (for measuring what it adds)."""
+    pipeline_id = 0 if input_context is None else input_context.input_pipeline_id
+    batch_size = plan.batch_size
+    if input_context is not None:
+        batch_size = input_context.get_per_replica_batch_size(plan.batch_size)
+    files = pipeline_files(plan.files, input_context)
+    base_seed = tf.constant([seed, pipeline_id], tf.int64)
 
     def decode(record):
         return decode_example(record, image_size, normalization)
 
-    def augment_element(index, element):
-        image, label = element
-        return augment(image, tf.stack([tf.constant(seed, tf.int64), index])), label
+    def augment_cached(index, element):
+        images, labels = element
+        return augment_batch(images, element_seed(base_seed, index)), labels
 
-    def decode_and_augment(index, record):
-        return augment_element(index, decode(record))
+    def augment_record(index, record):
+        return augment_example(record, element_seed(base_seed, index), image_size, normalization)
 
-    dataset = list_files(plan.files, shuffle=True, seed=seed)
-    dataset = interleave_records(dataset, plan.parallel_reads, deterministic=False)
+    dataset = list_files(files, shuffle=True, seed=seed + pipeline_id)
+    dataset = interleave_records(dataset, min(len(files), MAX_PARALLEL_READS), deterministic=False)
     if plan.cache:
         dataset = dataset.map(decode, tf.data.AUTOTUNE, deterministic=False).cache()
-        dataset = shuffle_and_repeat(dataset, shuffle_buffer, seed).enumerate()
-        dataset = dataset.map(augment_element, tf.data.AUTOTUNE, deterministic=False)
-    else:
-        dataset = shuffle_and_repeat(dataset, shuffle_buffer, seed).enumerate()
-        dataset = dataset.map(decode_and_augment, tf.data.AUTOTUNE, deterministic=False)
-    dataset = batch(dataset, plan.batch_size, drop_remainder=True)
-    return prefetch(dataset)
+        dataset = shuffle_and_repeat(dataset, shuffle_buffer, seed + pipeline_id)
+        dataset = batch(dataset, batch_size, drop_remainder=True).enumerate()
+        return dataset.map(augment_cached, tf.data.AUTOTUNE, deterministic=False)
+    dataset = shuffle_and_repeat(dataset, shuffle_buffer, seed + pipeline_id).enumerate()
+    dataset = dataset.map(augment_record, tf.data.AUTOTUNE, deterministic=False)
+    return batch(dataset, batch_size, drop_remainder=True)
 
 
 def eval_dataset(

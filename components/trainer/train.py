@@ -95,16 +95,24 @@ def train(
     )
     start_step = checkpoints.restore()
 
-    # A resumed run reshuffles with a new seed rather than replaying the first run's order.
-    train_data = input_pipeline.training_dataset(
-        train_plan,
-        config.image_size,
-        normalization,
-        config.shuffle_buffer,
-        config.seed + start_step,
-    )
+    def train_dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        """Called once per worker: its shards, batched per replica. A resumed run reshuffles
+        with a new seed rather than replaying the first run's order."""
+        if config.report_input_pipeline:
+            print(f"input pipeline {train_plan.describe(input_context)}", flush=True)
+        return input_pipeline.training_dataset(
+            train_plan,
+            config.image_size,
+            normalization,
+            config.shuffle_buffer,
+            config.seed + start_step,
+            input_context,
+        )
+
+    iterator = iter(strategy.distribute_datasets_from_function(train_dataset_fn))
     eval_data = input_pipeline.eval_dataset(eval_plan, config.image_size, normalization)
-    iterator = iter(strategy.experimental_distribute_dataset(train_data))
+    if config.report_input_pipeline:
+        print(f"input pipeline {eval_plan.describe()}", flush=True)
 
     log_dir = os.path.join(output_dir, "logs")
     writer = tf.summary.create_file_writer(log_dir) if chief else tf.summary.create_noop_writer()

@@ -38,6 +38,7 @@ def test_defaults_and_runlocal_are_valid():
         ({"profile_steps": (5, 2)}, "profile_steps"),
         ({"profile_steps": (0, 2)}, "profile_steps"),
         ({"intra_op_threads": -1}, "intra_op_threads"),
+        ({"report_input_pipeline": "yes"}, "report_input_pipeline"),
     ],
 )
 def test_bad_values_name_the_field(changes, field):

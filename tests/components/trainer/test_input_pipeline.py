@@ -1,4 +1,5 @@
-"""The tf.data pipelines: static training shapes, complete deterministic evaluation, cache rules."""
+"""The tf.data pipelines: static training shapes, complete deterministic evaluation, cache rules,
+sharding by file across input pipelines."""
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ def test_plan_counts_shards_and_examples(shard_pattern):
     assert plan.examples == EXAMPLES
     assert plan.cache and plan.cache_bytes == EXAMPLES * ONE_IMAGE_BYTES
     assert "cache on" in plan.describe() and "fits budget" in plan.describe()
+    assert f"{SHARDS} shard(s)" in plan.describe() and "map parallelism AUTOTUNE" in plan.describe()
 
 
 def test_cache_is_off_when_the_estimate_exceeds_the_budget(shard_pattern):
@@ -82,32 +84,6 @@ def test_eval_images_are_unaugmented(shard_pattern):
         np.testing.assert_array_equal(a.numpy(), c.numpy())
 
 
-def test_augment_eager_equals_map_and_changes_the_image():
-    image = tf.random.stateless_normal([SIZE, SIZE, 3], seed=[1, 2])
-    seed = tf.constant([7, 3], tf.int64)
-
-    eager = input_pipeline.augment(image, seed).numpy()
-    dataset = tf.data.Dataset.from_tensors((image, seed)).map(input_pipeline.augment)
-    in_map = next(iter(dataset)).numpy()
-
-    np.testing.assert_allclose(eager, in_map, rtol=1e-6, atol=1e-6)
-    assert eager.shape == (SIZE, SIZE, 3)
-    assert not np.allclose(eager, image.numpy())
-    other = input_pipeline.augment(image, tf.constant([7, 4], tf.int64)).numpy()
-    assert not np.allclose(eager, other)
-
-
-def test_random_crop_eager_equals_map_and_keeps_the_shape():
-    image = tf.random.stateless_normal([SIZE, SIZE, 3], seed=[3, 4])
-    seed = tf.constant([5, 6], tf.int64)
-
-    eager = input_pipeline.random_crop(image, seed).numpy()
-    dataset = tf.data.Dataset.from_tensors((image, seed)).map(input_pipeline.random_crop)
-
-    np.testing.assert_allclose(eager, next(iter(dataset)).numpy(), rtol=1e-6, atol=1e-6)
-    assert eager.shape == (SIZE, SIZE, 3)
-
-
 def test_decode_example_eager_equals_map(shard_dir):
     files = sorted(str(path) for path in shard_dir.iterdir())
     record = next(iter(tf.data.TFRecordDataset(files[:1], compression_type="GZIP")))
@@ -120,3 +96,70 @@ def test_decode_example_eager_equals_map(shard_dir):
 
     np.testing.assert_array_equal(image.numpy(), mapped_image.numpy())
     assert label.numpy() == mapped_label.numpy() == 0
+
+
+@pytest.mark.parametrize("budget", [2**30, 0], ids=["cached", "uncached"])
+def test_training_step_never_retraces_across_epochs(shard_pattern, budget):
+    """14 examples in batches of 4: every epoch ends in a partial batch, which is dropped, so a
+    step with no fixed input signature is traced once for all batches."""
+    plan = _plan(shard_pattern, budget=budget)
+    dataset = input_pipeline.training_dataset(plan, SIZE, NORMALIZATION, 40, seed=0)
+
+    @tf.function
+    def step(images, labels):
+        return tf.reduce_sum(images) + tf.cast(tf.reduce_sum(labels), tf.float32)
+
+    for images, labels in dataset.take(3 * EXAMPLES // BATCH + 1):  # a few epochs
+        step(images, labels)
+    assert step.experimental_get_tracing_count() == 1
+
+
+def test_training_images_are_augmented_afresh_every_epoch(shard_pattern):
+    """Cached images are augmented after the cache: over epochs no batch repeats an earlier one."""
+    plan = _plan(shard_pattern)
+    dataset = input_pipeline.training_dataset(plan, SIZE, NORMALIZATION, 40, seed=0)
+    images = np.concatenate([batch.numpy() for batch, _ in dataset.take(3 * EXAMPLES // BATCH)])
+    assert len(np.unique(images.reshape(len(images), -1), axis=0)) == len(images)
+
+
+def test_augment_example_eager_equals_map(shard_dir):
+    files = sorted(str(path) for path in shard_dir.iterdir())
+    record = next(iter(tf.data.TFRecordDataset(files[:1], compression_type="GZIP")))
+    seed = input_pipeline.element_seed(tf.constant([0, 0], tf.int64), tf.constant(5, tf.int64))
+
+    def fn(value, seed):
+        return input_pipeline.augment_example(value, seed, SIZE, NORMALIZATION)
+
+    image, label = fn(record, seed)
+    mapped_image, mapped_label = next(iter(tf.data.Dataset.from_tensors((record, seed)).map(fn)))
+
+    np.testing.assert_allclose(image.numpy(), mapped_image.numpy(), rtol=1e-6, atol=1e-6)
+    assert label.numpy() == mapped_label.numpy() == 0
+    assert image.shape == (SIZE, SIZE, 3)
+
+
+def _context(pipeline_id, pipelines=2, replicas=4):
+    return tf.distribute.InputContext(pipelines, pipeline_id, replicas)
+
+
+def test_input_pipelines_read_disjoint_whole_shards(shard_pattern):
+    plan = _plan(shard_pattern)
+    per_pipeline = [input_pipeline.pipeline_files(plan.files, _context(i)) for i in range(2)]
+
+    assert [len(files) for files in per_pipeline] == [1, 1]
+    assert sorted(per_pipeline[0] + per_pipeline[1]) == sorted(plan.files)
+    assert input_pipeline.pipeline_files(plan.files, None) == plan.files
+    with pytest.raises(ValueError, match="cannot be split by file over 3 input pipelines"):
+        input_pipeline.pipeline_files(plan.files, _context(0, pipelines=3))
+
+
+def test_training_dataset_batches_per_replica_under_an_input_context(shard_pattern):
+    plan = input_pipeline.plan_pipeline("train", shard_pattern, SIZE, 2 * BATCH, 2**30, True)
+    context = _context(1, pipelines=2, replicas=2)
+    dataset = input_pipeline.training_dataset(plan, SIZE, NORMALIZATION, 40, 0, context)
+
+    images, labels = next(iter(dataset))
+    assert images.shape == (BATCH, SIZE, SIZE, 3) and labels.shape == (BATCH,)
+    described = plan.describe(context)
+    assert "input pipeline 2 of 2 reads 1 shard(s)" in described
+    assert f"batches {BATCH} per replica for 2 replica(s)" in described

@@ -31,7 +31,7 @@ def _scalar_tags(log_dir) -> set[str]:
     return tags
 
 
-def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path):
+def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path, capsys):
     # 3 steps per epoch, 2 per graph call: epochs end mid-call, so calls of 1 step happen too.
     config = dataclasses.replace(runlocal(), epochs=2, profile_steps=(2, 3))
     metrics = train.train(
@@ -63,6 +63,8 @@ def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path):
     } <= _scalar_tags(tmp_path / "logs")
     assert glob.glob(str(tmp_path / "logs" / "plugins" / "profile" / "*" / "*.xplane.pb"))
     assert not (tmp_path / "checkpoints").exists()  # removed once the model is exported
+    printed = capsys.readouterr().out
+    assert "input pipeline train: 2 shard(s)" in printed and "input pipeline eval:" in printed
 
     loaded = tf.saved_model.load(metrics["serving_model_dir"])
     outputs = loaded.signatures[export.IMAGES_SIGNATURE](
@@ -89,20 +91,23 @@ def _train_in_child(spec: dict, env: dict | None = None, **popen) -> subprocess.
     )
 
 
-def _metrics(child: subprocess.Popen, timeout: float = 300) -> dict:
+def _finish(child: subprocess.Popen, timeout: float = 300) -> tuple[dict, str]:
+    """The child's training metrics and everything it printed."""
     stdout, stderr = child.communicate(timeout=timeout)
     assert child.returncode == 0, stderr[-3000:]
-    return json.loads(stdout.split("METRICS")[-1])
+    return json.loads(stdout.split("METRICS")[-1]), stdout
 
 
 @pytest.mark.slow
 def test_two_cpu_replicas_share_the_global_batch(shard_pattern, tmp_path):
     """The multi-replica path, on two logical CPUs (set before TensorFlow starts, so in a child)."""
     spec = {"pattern": shard_pattern, "output_dir": str(tmp_path), "logical_cpus": 2}
-    metrics = _metrics(_train_in_child(spec))
+    metrics, printed = _finish(_train_in_child(spec))
 
     assert metrics["replicas"] == 2
     assert metrics["global_batch_size"] == 2 * runlocal().batch_size
+    # Reported at training start: one input pipeline, batching per replica.
+    assert "input pipeline 1 of 1 reads 2 shard(s), batches 4 per replica for 2" in printed
     assert metrics["steps_per_epoch"] == SHARDS * EXAMPLES_PER_SHARD // (2 * runlocal().batch_size)
     assert metrics["performance"]["replicas"] == 2 and metrics["performance"]["retraces"] == 0
 
@@ -176,7 +181,7 @@ def test_two_workers_train_together_and_only_the_chief_exports(shard_pattern, tm
         }
         env = {**os.environ, "TF_CONFIG": json.dumps(tf_config)}
         children.append(_train_in_child(spec, env))
-    chief, worker = (_metrics(child) for child in children)
+    chief, worker = (_finish(child)[0] for child in children)
 
     for metrics in (chief, worker):
         assert metrics["replicas"] == 2 and metrics["performance"]["workers"] == 2

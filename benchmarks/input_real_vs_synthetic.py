@@ -1,0 +1,133 @@
+"""Part 4: does the real input pipeline slow training down?
+
+The same compiled training step (the default small_cnn at the default TrainerConfig's image size,
+batch and steps_per_execution) is fed, alternately, the training pipeline on the embedded default
+dataset's shards and a synthetic batch already in memory, repeated. The ratio of their training
+images/s is what the input pipeline costs the step: 1.0 means nothing. On a CPU the pipeline's
+threads compete with the step's for the same cores, so this is the stricter setting; the CPU ms
+per image of both say how much CPU the pipeline adds. On a machine shared with other busy
+processes images/s is not comparable: a process with more runnable threads (the real pipeline's)
+gets a larger share of the contended cores.
+"""
+
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+import tf_keras as keras
+
+from benchmarks.input_common import CONFIG, NORMALIZATION, RUNS, bar_chart
+from benchmarks.input_data import default_dataset_shards
+from components.trainer import input_pipeline
+from components.trainer.model import build_model
+from components.trainer.preprocessing import CHANNELS
+from data_prep.default_dataset import CLASS_NAMES
+
+PREFIX = "input.real_vs_synthetic"
+EPOCHS = 3  # timed per measurement, after one untimed warm-up epoch
+
+
+class _EpochTimer(keras.callbacks.Callback):
+    """Wall and process CPU seconds of each epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.seconds: list[tuple[float, float]] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._started = (time.perf_counter(), time.process_time())
+
+    def on_epoch_end(self, epoch, logs=None):
+        wall, cpu = self._started
+        self.seconds.append((time.perf_counter() - wall, time.process_time() - cpu))
+
+
+def synthetic_dataset() -> tf.data.Dataset:
+    """One batch of random normalized images and labels, in memory, repeated forever."""
+    shape = [CONFIG.batch_size, CONFIG.image_size, CONFIG.image_size, CHANNELS]
+    images = tf.random.stateless_normal(shape, seed=[CONFIG.seed, 1])
+    labels = tf.random.stateless_uniform(
+        [CONFIG.batch_size], [CONFIG.seed, 2], 0, len(CLASS_NAMES), tf.int64
+    )
+    return tf.data.Dataset.from_tensors((images, labels)).repeat()
+
+
+def compiled_model(steps_per_epoch: int) -> keras.Model:
+    keras.utils.set_random_seed(CONFIG.seed)
+    model = build_model(CONFIG, len(CLASS_NAMES))
+    model.compile(
+        optimizer=keras.optimizers.Adam(CONFIG.learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        steps_per_execution=min(CONFIG.steps_per_execution, steps_per_epoch),
+    )
+    model.optimizer.build(model.trainable_variables)  # as train() does: one trace, not two
+    return model
+
+
+def time_training(model: keras.Model, dataset: tf.data.Dataset, steps: int) -> tuple[float, float]:
+    """Training images/s and process CPU ms per image over EPOCHS epochs of `steps` steps,
+    after one warm-up epoch."""
+    timer = _EpochTimer()
+    model.fit(dataset, epochs=EPOCHS + 1, steps_per_epoch=steps, callbacks=[timer], verbose=0)
+    images = EPOCHS * steps * CONFIG.batch_size
+    wall = sum(seconds[0] for seconds in timer.seconds[1:])
+    cpu = sum(seconds[1] for seconds in timer.seconds[1:])
+    return images / wall, 1000 * cpu / images
+
+
+def run(workdir: str) -> list[dict]:
+    plan = input_pipeline.plan_pipeline(
+        "train",
+        default_dataset_shards(workdir),
+        CONFIG.image_size,
+        CONFIG.batch_size,
+        CONFIG.cache_budget_bytes,
+        training=True,
+    )
+    steps = plan.examples // CONFIG.batch_size
+    real = input_pipeline.training_dataset(
+        plan, CONFIG.image_size, NORMALIZATION, CONFIG.shuffle_buffer, CONFIG.seed
+    )
+    synthetic = synthetic_dataset()
+    model = compiled_model(steps)  # one model: both feed the same traced step
+    real_runs, synthetic_runs = [], []
+    for _ in range(RUNS):
+        real_runs.append(time_training(model, real, steps))
+        synthetic_runs.append(time_training(model, synthetic, steps))
+    (real_rate, real_cpu), (synthetic_rate, synthetic_cpu) = max(real_runs), max(synthetic_runs)
+    synthetic_name = f"{PREFIX}.synthetic"
+    return [
+        {"name": synthetic_name, "value": synthetic_rate, "unit": "images/s"},
+        {
+            "name": f"{PREFIX}.real",
+            "value": real_rate,
+            "unit": "images/s",
+            "baseline": synthetic_name,
+            "ratio": real_rate / synthetic_rate,
+        },
+        {"name": f"{PREFIX}.synthetic_cpu", "value": synthetic_cpu, "unit": "CPU ms/image"},
+        {
+            "name": f"{PREFIX}.real_cpu",
+            "value": real_cpu,
+            "unit": "CPU ms/image",
+            "baseline": f"{PREFIX}.synthetic_cpu",
+            "ratio": real_cpu / synthetic_cpu,
+        },
+        {
+            "name": f"{PREFIX}.train_function_traces",
+            "value": model.train_function.experimental_get_tracing_count(),
+            "unit": "traces",
+        },
+    ]
+
+
+def chart(records: list[dict], path: str) -> None:
+    bar_chart(
+        records,
+        path,
+        f"Training {CONFIG.model} ({CONFIG.image_size}px, batch {CONFIG.batch_size}) on the "
+        "embedded dataset: real pipeline vs synthetic in-memory batch",
+        "images/s",
+    )
