@@ -1,13 +1,13 @@
 """Part 4: does the real input pipeline slow training down?
 
-The same compiled training step (the default small_cnn at the default TrainerConfig's image size,
-batch and steps_per_execution) is fed, alternately, the training pipeline on the embedded default
-dataset's shards and a synthetic batch already in memory, repeated. The ratio of their training
-images/s is what the input pipeline costs the step: 1.0 means nothing. On a CPU the pipeline's
-threads compete with the step's for the same cores, so this is the stricter setting; the CPU ms
-per image of both say how much CPU the pipeline adds. On a machine shared with other busy
-processes images/s is not comparable: a process with more runnable threads (the real pipeline's)
-gets a larger share of the contended cores.
+train()'s graph-mode training engine (the default small_cnn at the default TrainerConfig's image
+size, batch, precision and steps_per_execution) is fed, alternately, the training pipeline on the
+embedded default dataset's shards and a synthetic batch already in memory, repeated. The ratio of
+their training images/s is what the input pipeline costs the step: 1.0 means nothing. On a CPU
+the pipeline's threads compete with the step's for the same cores, so this is the stricter
+setting; the CPU ms per image of both say how much CPU the pipeline adds. On a machine shared with
+other busy processes images/s is not comparable: a process with more runnable threads (the real
+pipeline's) gets a larger share of the contended cores.
 """
 
 from __future__ import annotations
@@ -20,27 +20,14 @@ import tf_keras as keras
 from benchmarks.input_common import CONFIG, NORMALIZATION, RUNS, bar_chart
 from benchmarks.input_data import default_dataset_shards
 from components.trainer import input_pipeline
-from components.trainer.model import build_model
+from components.trainer.engine import TrainingEngine
 from components.trainer.preprocessing import CHANNELS
+from components.trainer.runtime import choose_jit_compile, choose_precision
+from components.trainer.train import model_and_optimizer
 from data_prep.default_dataset import CLASS_NAMES
 
 PREFIX = "input.real_vs_synthetic"
 EPOCHS = 3  # timed per measurement, after one untimed warm-up epoch
-
-
-class _EpochTimer(keras.callbacks.Callback):
-    """Wall and process CPU seconds of each epoch."""
-
-    def __init__(self):
-        super().__init__()
-        self.seconds: list[tuple[float, float]] = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._started = (time.perf_counter(), time.process_time())
-
-    def on_epoch_end(self, epoch, logs=None):
-        wall, cpu = self._started
-        self.seconds.append((time.perf_counter() - wall, time.process_time() - cpu))
 
 
 def synthetic_dataset() -> tf.data.Dataset:
@@ -53,27 +40,31 @@ def synthetic_dataset() -> tf.data.Dataset:
     return tf.data.Dataset.from_tensors((images, labels)).repeat()
 
 
-def compiled_model(steps_per_epoch: int) -> keras.Model:
+def training_engine(strategy: tf.distribute.Strategy, steps_per_epoch: int) -> TrainingEngine:
+    """train()'s model, optimizer and graph-mode step, at the default config on this device."""
     keras.utils.set_random_seed(CONFIG.seed)
-    model = build_model(CONFIG, len(CLASS_NAMES))
-    model.compile(
-        optimizer=keras.optimizers.Adam(CONFIG.learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-        steps_per_execution=min(CONFIG.steps_per_execution, steps_per_epoch),
-    )
-    model.optimizer.build(model.trainable_variables)  # as train() does: one trace, not two
-    return model
+    with strategy.scope():
+        model, optimizer, _ = model_and_optimizer(
+            CONFIG, len(CLASS_NAMES), choose_precision(CONFIG), steps_per_epoch
+        )
+        return TrainingEngine(model, optimizer, strategy, jit_compile=choose_jit_compile(CONFIG))
 
 
-def time_training(model: keras.Model, dataset: tf.data.Dataset, steps: int) -> tuple[float, float]:
-    """Training images/s and process CPU ms per image over EPOCHS epochs of `steps` steps,
-    after one warm-up epoch."""
-    timer = _EpochTimer()
-    model.fit(dataset, epochs=EPOCHS + 1, steps_per_epoch=steps, callbacks=[timer], verbose=0)
+def time_training(engine: TrainingEngine, iterator, steps: int) -> tuple[float, float]:
+    """Training images/s and process CPU ms per image over EPOCHS epochs of `steps` steps (in
+    calls of steps_per_execution, as train() makes them), after one warm-up epoch."""
+    timings = []
+    for _ in range(EPOCHS + 1):
+        wall, cpu = time.perf_counter(), time.process_time()
+        done = 0
+        while done < steps:
+            calls = min(CONFIG.steps_per_execution, steps - done)
+            engine.run(iterator, calls).numpy()
+            done += calls
+        timings.append((time.perf_counter() - wall, time.process_time() - cpu))
     images = EPOCHS * steps * CONFIG.batch_size
-    wall = sum(seconds[0] for seconds in timer.seconds[1:])
-    cpu = sum(seconds[1] for seconds in timer.seconds[1:])
+    wall = sum(seconds[0] for seconds in timings[1:])
+    cpu = sum(seconds[1] for seconds in timings[1:])
     return images / wall, 1000 * cpu / images
 
 
@@ -90,12 +81,14 @@ def run(workdir: str) -> list[dict]:
     real = input_pipeline.training_dataset(
         plan, CONFIG.image_size, NORMALIZATION, CONFIG.shuffle_buffer, CONFIG.seed
     )
-    synthetic = synthetic_dataset()
-    model = compiled_model(steps)  # one model: both feed the same traced step
+    strategy = tf.distribute.get_strategy()
+    engine = training_engine(strategy, steps)  # one engine: both feed the same traced step
+    real_batches = iter(strategy.experimental_distribute_dataset(real))
+    synthetic_batches = iter(strategy.experimental_distribute_dataset(synthetic_dataset()))
     real_runs, synthetic_runs = [], []
     for _ in range(RUNS):
-        real_runs.append(time_training(model, real, steps))
-        synthetic_runs.append(time_training(model, synthetic, steps))
+        real_runs.append(time_training(engine, real_batches, steps))
+        synthetic_runs.append(time_training(engine, synthetic_batches, steps))
     (real_rate, real_cpu), (synthetic_rate, synthetic_cpu) = max(real_runs), max(synthetic_runs)
     synthetic_name = f"{PREFIX}.synthetic"
     return [
@@ -117,7 +110,7 @@ def run(workdir: str) -> list[dict]:
         },
         {
             "name": f"{PREFIX}.train_function_traces",
-            "value": model.train_function.experimental_get_tracing_count(),
+            "value": engine.traces,
             "unit": "traces",
         },
     ]
