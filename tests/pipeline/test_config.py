@@ -20,6 +20,9 @@ def test_presets_are_valid_and_keep_state_under_the_build_dir(preset):
         ({"name": "Bad Name!"}, "name"),
         ({"pipeline_root": ""}, "pipeline_root"),
         ({"metadata_path": ""}, "metadata_path"),
+        ({"schedule": "daily"}, "schedule"),
+        ({"schedule": "@fortnightly"}, "schedule"),
+        ({"schedule": "0 3 * *"}, "schedule"),
     ],
 )
 def test_bad_values_fail_naming_the_field(change, field):
@@ -33,3 +36,8 @@ def test_nested_ingest_errors_name_the_full_path():
     bad = dataclasses.replace(config, ingest=dataclasses.replace(config.ingest, eval_fraction=2))
     with pytest.raises(ConfigError, match=r"^ingest.eval_fraction: 2 is not between 0 and 1"):
         bad.validate()
+
+
+@pytest.mark.parametrize("schedule", [None, "@daily", "@hourly", "0 3 * * *", "*/15 0-6 * * MON"])
+def test_schedules_airflow_understands_are_accepted(schedule):
+    assert dataclasses.replace(local_preset("images/"), schedule=schedule).validate()
