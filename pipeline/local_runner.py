@@ -79,17 +79,26 @@ def summarize_latest_run(store: metadata_store.MetadataStore, pipeline_name: str
         contexts = {e.id: store.get_contexts_by_execution(e.id) for e in executions}
         if not any(c.id == pipeline.id for found in contexts.values() for c in found):
             continue
-        components = []
-        outputs = _output_artifacts(store, [e.id for e in executions])
-        for execution in executions:
-            node = next(c.name for c in contexts[execution.id] if c.type_id == node_type)
-            elapsed = execution.last_update_time_since_epoch - execution.create_time_since_epoch
-            state = _STATES.get(execution.last_known_state, "unknown")
-            components.append(ComponentRun(node.split(".", 1)[-1], state, elapsed / 1000))
-        return RunSummary(
-            run.name, tuple(components), **_data(components, outputs), **_outcome(outputs)
-        )
+        nodes = [
+            next(c.name for c in contexts[e.id] if c.type_id == node_type).split(".", 1)[-1]
+            for e in executions
+        ]
+        return summarize_executions(store, run.name, executions, nodes)
     raise LookupError(f"no runs of pipeline {pipeline_name!r} in this metadata store")
+
+
+def summarize_executions(
+    store: metadata_store.MetadataStore, run_id: str, executions: list, nodes: list[str]
+) -> RunSummary:
+    """One run's summary from its executions (in execution order) and their node ids; shared by
+    runners whose ML Metadata contexts differ (the Airflow runner's are TFX's legacy ones)."""
+    components = []
+    for execution, node in zip(executions, nodes, strict=True):
+        elapsed = execution.last_update_time_since_epoch - execution.create_time_since_epoch
+        state = _STATES.get(execution.last_known_state, "unknown")
+        components.append(ComponentRun(node, state, elapsed / 1000))
+    outputs = _output_artifacts(store, [e.id for e in executions])
+    return RunSummary(run_id, tuple(components), **_data(components, outputs), **_outcome(outputs))
 
 
 def _output_artifacts(store, execution_ids: list[int]) -> dict[str, list]:
