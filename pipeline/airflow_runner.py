@@ -102,9 +102,13 @@ def airflow_dag(config: PipelineConfig):
     return dag
 
 
-def log_run_summary(metadata_path: str, pipeline_name: str, summaries_dir: str, ti) -> dict:
+def log_run_summary(
+    metadata_path: str, pipeline_name: str, summaries_dir: str, ti, dag_run
+) -> dict:
     """The Airflow run's summary from ML Metadata: logged, written to <summaries_dir>/<run_id>.json
-    and returned (Airflow keeps it as the task's XCom)."""
+    and returned (Airflow keeps it as the task's XCom). Fails when a component task did not
+    succeed: this task runs whatever happened upstream, and as the DAG's last task it decides the
+    run's state."""
     from pipeline.local_runner import open_store
 
     summary = dataclasses.asdict(summarize_run(open_store(metadata_path), pipeline_name, ti.run_id))
@@ -118,6 +122,13 @@ def log_run_summary(metadata_path: str, pipeline_name: str, summaries_dir: str, 
     os.makedirs(summaries_dir, exist_ok=True)
     with open(os.path.join(summaries_dir, f"{_file_name(ti.run_id)}.json"), "w") as handle:
         json.dump(summary, handle, indent=2, default=str)
+    unsuccessful = sorted(
+        f"{task.task_id} ({task.state})"
+        for task in dag_run.get_task_instances()
+        if task.task_id != ti.task_id and task.state != "success"
+    )
+    if unsuccessful:
+        raise RuntimeError(f"run {ti.run_id} did not complete: {', '.join(unsuccessful)}")
     return summary
 
 
