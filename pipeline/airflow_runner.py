@@ -111,7 +111,12 @@ def log_run_summary(
     run's state."""
     from pipeline.local_runner import open_store
 
-    summary = dataclasses.asdict(summarize_run(open_store(metadata_path), pipeline_name, ti.run_id))
+    task_states = {task.task_id: task.state for task in dag_run.get_task_instances()}
+    recorded = summarize_run(open_store(metadata_path), pipeline_name, ti.run_id)
+    summary = dataclasses.asdict(recorded)
+    for component in summary["components"]:  # the legacy launcher leaves a failure 'running'
+        if task_states.get(component["node"]) == "failed":
+            component["state"] = "failed"
     if summary["span"] is not None:
         news = "new data, ingested now" if summary["new_data"] else "unchanged, from the cache"
         LOGGER.info("run %s: data span %s (%s)", ti.run_id, summary["span"], news)
@@ -123,9 +128,9 @@ def log_run_summary(
     with open(os.path.join(summaries_dir, f"{_file_name(ti.run_id)}.json"), "w") as handle:
         json.dump(summary, handle, indent=2, default=str)
     unsuccessful = sorted(
-        f"{task.task_id} ({task.state})"
-        for task in dag_run.get_task_instances()
-        if task.task_id != ti.task_id and task.state != "success"
+        f"{task} ({state})"
+        for task, state in task_states.items()
+        if task != ti.task_id and state != "success"
     )
     if unsuccessful:
         raise RuntimeError(f"run {ti.run_id} did not complete: {', '.join(unsuccessful)}")

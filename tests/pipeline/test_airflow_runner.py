@@ -181,6 +181,29 @@ def test_images_added_before_the_next_run_are_ingested_as_span_2(two_runs):
 
 
 @pytest.mark.slow
+def test_a_failed_component_fails_the_airflow_run_and_is_summarized(airflow_env, two_runs):
+    env, root = airflow_env
+    broken = pathlib.Path(env["IMGPIPE_DATA"]) / "dog"
+    for index in range(10):  # a quarter of the images: over the 10% reject budget
+        (broken / f"broken{index}.jpg").write_bytes(b"not an image")
+    third = "2026-01-03"
+    _airflow(env, "dags", "test", "imgpipe", third)
+    run_state, tasks = _airflow_states(env, f"manual__{third}T00:00:00+00:00")
+    assert run_state == "failed"
+    assert tasks["ImageExampleGen"] == tasks[SUMMARY_TASK] == "failed"
+    assert tasks["Trainer"] == tasks["Pusher"] == "upstream_failed"
+    written = json.loads(
+        (
+            root / "build" / "tfx" / SUMMARIES_DIR / f"manual__{third}T00_00_00_00_00.json"
+        ).read_text()
+    )
+    assert [(c["node"], c["state"]) for c in written["components"]] == [
+        ("ImageExampleGen", "failed")
+    ]
+    assert written["span"] is None and written["pushed_to"] is None
+
+
+@pytest.mark.slow
 def test_shipped_dag_runs_on_the_configured_schedule_one_run_at_a_time(airflow_env):
     env, _ = airflow_env
     inspect = (
