@@ -113,7 +113,8 @@ def _output_artifacts(store, execution_ids: list[int]) -> dict[str, list]:
         return by_type
     type_names = {t.id: t.name for t in store.get_artifact_types()}
     for found in store.get_artifacts_by_id(outputs):
-        by_type.setdefault(type_names[found.type_id], []).append(found)
+        if found.state == metadata_store_pb2.Artifact.LIVE:  # not a failed execution's pending one
+            by_type.setdefault(type_names[found.type_id], []).append(found)
     return by_type
 
 

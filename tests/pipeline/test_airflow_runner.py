@@ -88,12 +88,13 @@ def airflow_env(tmp_path_factory):
     return env, root
 
 
-def _airflow(env, *args) -> str:
+def _airflow(env, *args, check=True) -> str:
     airflow = pathlib.Path(sys.executable).parent / "airflow"
     done = subprocess.run(
         [str(airflow), *args], env=env, capture_output=True, text=True, timeout=1500
     )
-    assert done.returncode == 0, f"airflow {' '.join(args)} failed:\n{done.stdout[-5000:]}"
+    if check:
+        assert done.returncode == 0, f"airflow {' '.join(args)} failed:\n{done.stdout[-5000:]}"
     return done.stdout
 
 
@@ -119,7 +120,7 @@ def two_runs(airflow_env):
 
 
 def _run_dag(env, logical_date):
-    """`airflow dags test` exits 0 even when a task fails: the run's state in Airflow's
+    """`airflow dags test` can exit 0 when a task failed: the run's state in Airflow's
     database says whether it succeeded."""
     log = _airflow(env, "dags", "test", "imgpipe", logical_date)
     run_state, _ = _airflow_states(env, f"manual__{logical_date}T00:00:00+00:00")
@@ -187,7 +188,7 @@ def test_a_failed_component_fails_the_airflow_run_and_is_summarized(airflow_env,
     for index in range(10):  # a quarter of the images: over the 10% reject budget
         (broken / f"broken{index}.jpg").write_bytes(b"not an image")
     third = "2026-01-03"
-    _airflow(env, "dags", "test", "imgpipe", third)
+    _airflow(env, "dags", "test", "imgpipe", third, check=False)
     run_state, tasks = _airflow_states(env, f"manual__{third}T00:00:00+00:00")
     assert run_state == "failed"
     assert tasks["ImageExampleGen"] == tasks[SUMMARY_TASK] == "failed"
