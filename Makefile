@@ -14,7 +14,22 @@ SET ?=
 BUILD := build
 PARTS ?=
 
-.PHONY: help setup test test-fast lint run-local bench bench-gpu
+# Orchestrators (Airflow 2.10, the Kubeflow V2 / Vertex compiler) get their own environment, built
+# from their own full lock: the main lock plus Airflow and kfp-pipeline-spec, protobuf still 3.20.3.
+ORCH_VENV := .venv-orchestrators
+ORCH_BIN := $(ORCH_VENV)/bin
+ORCH_STAMP := $(ORCH_VENV)/.installed
+# Airflow keeps its home, SQLite database and logs under build/, never ~/airflow. Parsing the DAG
+# imports TensorFlow and TFX, which takes longer than Airflow's default 30 s on a busy machine.
+AIRFLOW_ENV := AIRFLOW_HOME=$(abspath $(BUILD))/airflow \
+	AIRFLOW__CORE__DAGS_FOLDER=$(abspath pipeline/airflow_dags) \
+	AIRFLOW__CORE__LOAD_EXAMPLES=False \
+	AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT=600 \
+	AIRFLOW__CORE__DAG_FILE_PROCESSOR_TIMEOUT=900
+IMAGE ?= imgpipe:latest
+PIPELINE_ROOT ?= gs://YOUR_BUCKET/imgpipe
+
+.PHONY: help setup test test-fast lint run-local bench bench-gpu orchestrators airflow airflow-test compile-vertex
 
 help:
 	@echo "make run-local [DATA=/path/to/images] [SET='trainer.epochs=5 ...']"
@@ -24,6 +39,9 @@ help:
 	@echo "make bench [PARTS='input ingest']      benchmarks (default: every part)"
 	@echo "make bench-gpu [OUTPUT=dir]             ResNet-50 on a CUDA machine (< 8 min; not in CI)"
 	@echo "make lint | make setup"
+	@echo "make airflow [DATA=...]                Airflow scheduler + UI running the DAG daily (build/airflow)"
+	@echo "make airflow-test                      the DAG end to end with a real Airflow, and the Vertex spec"
+	@echo "make compile-vertex IMAGE=... PIPELINE_ROOT=gs://...  Vertex AI / Kubeflow job spec"
 
 setup: $(STAMP)
 
@@ -54,3 +72,27 @@ bench: $(STAMP)
 # On a CUDA machine only; `python -m benchmarks.gpu_bench --smoke` runs the same script on a CPU.
 bench-gpu: $(STAMP)
 	$(BIN)/python -m benchmarks.gpu_bench --output $(or $(OUTPUT),$(BUILD)/bench-gpu)
+
+orchestrators: $(ORCH_STAMP)
+
+$(ORCH_STAMP): pyproject.toml constraints-orchestrators.txt
+	@test -n "$(PYTHON)" || { echo "error: python3.10 not found; pass PYTHON=/path/to/python3.10" >&2; exit 1; }
+	@echo "building $(ORCH_VENV) with $(PYTHON)"
+	@test -x $(ORCH_BIN)/python || $(PYTHON) -m venv $(ORCH_VENV)
+	$(ORCH_BIN)/python -m pip install --quiet --upgrade "pip==$(PIP_VERSION)"
+	$(ORCH_BIN)/python -m pip install --quiet -c constraints-orchestrators.txt -e . \
+		apache-airflow apache-airflow-providers-fab kfp-pipeline-spec pytest pytest-timeout
+	@touch $(ORCH_STAMP)
+
+airflow-test: $(ORCH_STAMP)
+	$(AIRFLOW_ENV) $(ORCH_BIN)/python -m pytest -q --timeout=2400 \
+		tests/pipeline/test_airflow_runner.py tests/pipeline/test_vertex_runner.py
+
+airflow: $(ORCH_STAMP)
+	$(if $(strip $(DATA)),,$(ORCH_BIN)/imgpipe default-data --output $(BUILD)/default_data)
+	$(AIRFLOW_ENV) IMGPIPE_DATA="$(abspath $(or $(strip $(DATA)),$(BUILD)/default_data))" \
+		IMGPIPE_BUILD_DIR=$(abspath $(BUILD)) $(ORCH_BIN)/airflow standalone
+
+compile-vertex: $(ORCH_STAMP)
+	$(ORCH_BIN)/imgpipe compile-vertex --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") \
+		--pipeline-root "$(PIPELINE_ROOT)" --image "$(IMAGE)" --output $(BUILD)/vertex/imgpipe.json

@@ -28,10 +28,15 @@ class BaselineBeforeCandidateStrategy(resolver.ResolverStrategy):
     ) -> dict[str, list[types.Artifact]] | None:
         del store  # everything needed arrives in input_dict
         candidates = input_dict[CANDIDATE_KEY]
-        result = {CANDIDATE_KEY: candidates, MODEL_KEY: [], BLESSING_KEY: []}
         if not candidates:
-            return result
-        candidate_id = max(candidate.id for candidate in candidates)
+            return {CANDIDATE_KEY: [], MODEL_KEY: [], BLESSING_KEY: []}
+        # The local runner passes this run's model; TFX's Airflow (legacy) runner passes every
+        # model the pipeline's Trainer made, the newest being this run's. Only that one is
+        # returned: ML Metadata refuses one artifact as two outputs of the resolver (it can
+        # also be the baseline).
+        candidate = max(candidates, key=lambda model: model.id)
+        candidate_id = candidate.id
+        result = {CANDIDATE_KEY: [candidate], MODEL_KEY: [], BLESSING_KEY: []}
         blessings = {
             blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY): (
                 blessing

@@ -468,6 +468,60 @@ def _run_predict(args, beam_args: list[str]) -> int:
     return 1 if any(isinstance(result, Failure) for result in results) else 0
 
 
+def _add_compile_vertex(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compile-vertex",
+        help="write the Vertex AI / Kubeflow Pipelines job spec (TFX KubeflowV2DagRunner)",
+        description="Compiles the pipeline into a PipelineJob JSON for Vertex AI Pipelines or "
+        "Kubeflow Pipelines v2; every component runs in IMAGE, built from pipeline/Dockerfile. "
+        "Compile once per data drop: --span numbers it (Vertex keeps its own ML Metadata). "
+        "Arguments after '--' go to Beam for every Beam-based component, e.g. "
+        "'-- --runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp'. "
+        "Needs the orchestrators environment (make compile-vertex).",
+    )
+    parser.add_argument("--data", help="the input as the containers see it, e.g. gs://b/images")
+    parser.add_argument("--pipeline-root", required=True, help="artifact root, e.g. gs://b/tfx")
+    parser.add_argument("--image", required=True, help="container image the components run in")
+    parser.add_argument("--span", type=int, default=1, help="this data drop's span")
+    parser.add_argument(
+        "--serving-dir", help="where blessed models are pushed (default: PIPELINE_ROOT/serving)"
+    )
+    parser.add_argument("--preset", choices=["local", "full"], default="local")
+    parser.add_argument("--build-dir", default="build", help="where the embedded dataset goes")
+    parser.add_argument("--output", default=os.path.join("build", "vertex", "imgpipe.json"))
+    parser.set_defaults(handler=_run_compile_vertex)
+
+
+def _run_compile_vertex(args, beam_args: list[str]) -> int:
+    from data_prep.default_dataset import generate_default_dataset
+    from pipeline.config import PRESETS
+    from pipeline.vertex_runner import compile_vertex, snapshot_for_vertex
+
+    data = args.data
+    if data is None:
+        data = os.path.join(args.build_dir, "default_data")
+        generate_default_dataset(data)
+    config = dataclasses.replace(
+        PRESETS[args.preset](data, args.build_dir),
+        pipeline_root=args.pipeline_root,
+        serving_dir=args.serving_dir or f"{args.pipeline_root.rstrip('/')}/serving",
+    )
+    if beam_args:
+        config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
+    try:
+        config.validate()
+        snapshot = snapshot_for_vertex(data, args.span)
+    except (ConfigError, ValueError) as error:
+        print(f"imgpipe compile-vertex: error: {error}", file=sys.stderr)
+        return 2
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    spec = compile_vertex(config, snapshot, args.image, args.output)
+    tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
+    print(f"{args.output}: {len(tasks)} tasks in {args.image}, pipeline root {args.pipeline_root}")
+    print(f"data: {data} as span {snapshot.span} ({len(snapshot.class_names)} classes)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imgpipe", description="Image classification pipeline on TFX."
@@ -480,6 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_runs(subparsers)
     _add_lineage(subparsers)
     _add_predict(subparsers)
+    _add_compile_vertex(subparsers)
     return parser
 
 

@@ -18,6 +18,8 @@ from data_prep.config import ConfigError, IngestConfig
 from data_prep.ingest import DEFAULT_BEAM_ARGS
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly")
+_CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?]+$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +38,9 @@ class PipelineConfig:
       beam_args: Beam options for every Beam-based component (default: DirectRunner, one worker
         process per core).
       enable_cache: reuse an earlier execution when a component's inputs and settings are equal.
+      schedule: when an orchestrator (Airflow) starts a run: a preset such as "@daily", a
+        five-field cron expression ("0 3 * * *"), or None for runs started by hand. Each run
+        takes a new data snapshot, so images added since the last run become the next span.
     """
 
     ingest: IngestConfig
@@ -47,6 +52,7 @@ class PipelineConfig:
     serving_dir: str = "build/serving"
     beam_args: tuple[str, ...] = DEFAULT_BEAM_ARGS
     enable_cache: bool = True
+    schedule: str | None = "@daily"
 
     def validate(self) -> PipelineConfig:
         if not _NAME.match(self.name):
@@ -56,6 +62,12 @@ class PipelineConfig:
         for field in ("pipeline_root", "metadata_path", "serving_dir"):
             if not getattr(self, field):
                 raise ConfigError(field, "is empty")
+        if self.schedule is not None and not _valid_schedule(self.schedule):
+            raise ConfigError(
+                "schedule",
+                f"{self.schedule!r} is neither one of {', '.join(SCHEDULE_PRESETS)} nor a "
+                "five-field cron expression such as '0 3 * * *'",
+            )
         for part in ("ingest", "trainer"):
             try:
                 getattr(self, part).validate()
@@ -63,6 +75,13 @@ class PipelineConfig:
                 problem = str(error).split(": ", 1)[1]
                 raise ConfigError(f"{part}.{error.field}", problem) from error
         return self
+
+
+def _valid_schedule(schedule: str) -> bool:
+    if schedule.startswith("@"):
+        return schedule in SCHEDULE_PRESETS
+    fields = schedule.split()
+    return len(fields) == 5 and all(_CRON_FIELD.match(field) for field in fields)
 
 
 def local_preset(data: str, build_dir: str = "build") -> PipelineConfig:

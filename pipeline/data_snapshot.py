@@ -58,14 +58,19 @@ def take_snapshot(
 
 
 def newest_span(store: metadata_store.MetadataStore, pipeline_name: str) -> tuple[int, str] | None:
-    """(span, input fingerprint) of the newest live Examples ImageExampleGen wrote, if any."""
-    node = store.get_context_by_type_and_name("node", f"{pipeline_name}.{EXAMPLE_GEN_NODE}")
-    if node is None:  # this pipeline never ingested (or the store is new)
+    """(span, input fingerprint) of the newest live Examples ImageExampleGen wrote, if any.
+
+    Looks in the pipeline's context, which every TFX runner records (the local and Vertex
+    runners' node contexts and the Airflow runner's component_run contexts differ), so runs
+    by any orchestrator sharing one store number their spans in one sequence.
+    """
+    pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
+    if pipeline is None:  # this pipeline never ran (or the store is new)
         return None
     examples_type = store.get_artifact_type("Examples")
     spans = [
         (artifact.properties["span"].int_value, artifact.id, artifact)
-        for artifact in store.get_artifacts_by_context(node.id)
+        for artifact in store.get_artifacts_by_context(pipeline.id)
         if artifact.type_id == examples_type.id
         and artifact.state == metadata_store_pb2.Artifact.LIVE
         and INPUT_FINGERPRINT_PROPERTY in artifact.custom_properties

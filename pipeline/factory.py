@@ -7,6 +7,7 @@ input fingerprint) and bind the result to an orchestrator.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
@@ -35,6 +36,7 @@ from pipeline.data_snapshot import DataSnapshot
 _COMPONENTS_DIR = os.path.dirname(components.__file__)
 TRANSFORM_MODULE = os.path.join(_COMPONENTS_DIR, "transform_module.py")
 TRAINER_MODULE = os.path.join(_COMPONENTS_DIR, "trainer_module.py")
+BASELINE_NODE = "baseline_model_resolver"
 
 
 def eval_config(min_accuracy: float, num_classes: int) -> tfma.EvalConfig:
@@ -76,13 +78,43 @@ def eval_config(min_accuracy: float, num_classes: int) -> tfma.EvalConfig:
     )
 
 
+def baseline_before_candidate(candidate: tfx.dsl.Channel) -> tfx.dsl.Resolver:
+    """The Evaluator's baseline: the newest blessed model trained before the candidate."""
+    return tfx.dsl.Resolver(
+        strategy_class=BaselineBeforeCandidateStrategy,
+        **{
+            CANDIDATE_KEY: candidate,
+            MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+            BLESSING_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+        },
+    ).with_id(BASELINE_NODE)
+
+
+def latest_blessed_baseline(candidate: tfx.dsl.Channel) -> tfx.dsl.Resolver:
+    """TFX's LatestBlessedModelStrategy: the baseline Kubeflow V2 / Vertex can compile (they turn
+    resolvers into metadata queries, so no custom strategy). An unchanged re-run there evaluates
+    and pushes its cached model again, measured against itself."""
+    del candidate  # the newest blessed model overall, whoever trained it
+    return tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        **{
+            MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+            BLESSING_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+        },
+    ).with_id(BASELINE_NODE)
+
+
 def create_pipeline(
-    config: PipelineConfig, data: DataSnapshot, code_fingerprint: str
+    config: PipelineConfig,
+    data: DataSnapshot,
+    code_fingerprint: str,
+    baseline_resolver: Callable[[tfx.dsl.Channel], tfx.dsl.Resolver] = baseline_before_candidate,
 ) -> tfx.dsl.Pipeline:
     """Args:
     config: a validated PipelineConfig.
     data: the input's fingerprint (new images invalidate the cache), span and classes.
     code_fingerprint: code_fingerprint.code_fingerprint(); code edits invalidate the cache.
+    baseline_resolver: builds the Evaluator's baseline resolver from the Trainer's model channel.
     """
     example_gen = ImageExampleGen(
         ingest_config=config.ingest.to_json(), input_fingerprint=data.fingerprint, span=data.span
@@ -119,14 +151,7 @@ def create_pipeline(
             "code_fingerprint": code_fingerprint,
         },
     )
-    baseline = tfx.dsl.Resolver(
-        strategy_class=BaselineBeforeCandidateStrategy,
-        **{
-            CANDIDATE_KEY: trainer.outputs["model"],
-            MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-            BLESSING_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-        },
-    ).with_id("baseline_model_resolver")
+    baseline = baseline_resolver(trainer.outputs["model"])
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],

@@ -463,7 +463,7 @@ def list_runs(
         names = {node_of[e.id][0] for e in executions if e.id in node_of}
         if not executions or (pipeline is not None and pipeline not in names):
             continue
-        runs.append(_summarize(graph, context, executions, node_of, metrics))
+        runs.append(_summarize(graph, context.name, executions, node_of, metrics))
         if limit is not None and len(runs) == limit:
             break
     if not runs:
@@ -472,7 +472,20 @@ def list_runs(
     return runs
 
 
-def _summarize(graph: _Graph, context, executions, node_of, metrics: bool) -> PipelineRun:
+def summarize_executions(
+    store: metadata_store.MetadataStore,
+    run_id: str,
+    pipeline: str,
+    executions: list[mlmd_pb2.Execution],
+    nodes: list[str],
+) -> PipelineRun:
+    """One run's record from its executions (in execution order) and their node ids, for runners
+    whose ML Metadata contexts differ (TFX's Airflow runner records its legacy ones)."""
+    node_of = {e.id: (pipeline, node) for e, node in zip(executions, nodes, strict=True)}
+    return _summarize(_Graph(store), run_id, executions, node_of, metrics=True)
+
+
+def _summarize(graph: _Graph, run_id: str, executions, node_of, metrics: bool) -> PipelineRun:
     components = tuple(
         ComponentRun(
             node_of.get(e.id, ("", "?"))[1],
@@ -483,11 +496,12 @@ def _summarize(graph: _Graph, context, executions, node_of, metrics: bool) -> Pi
         for e in executions
     )
     outputs = _outputs_by_key(graph.store.get_events_by_execution_ids([e.id for e in executions]))
-    produced = {
+    produced = {  # live ones only: a failed execution leaves pending outputs behind
         artifact.id: graph.artifact_types[artifact.type_id]
         for artifact in graph.store.get_artifacts_by_id(
             [i for by_key in outputs.values() for ids in by_key.values() for i in ids]
         )
+        if artifact.state == mlmd_pb2.Artifact.LIVE
     }
     first = {  # e.g. 'blessing' -> the ModelBlessing, never the serving check's InfraBlessing
         name: ids[0]
@@ -515,7 +529,7 @@ def _summarize(graph: _Graph, context, executions, node_of, metrics: bool) -> Pi
     started = min(e.create_time_since_epoch for e in executions)
     ended = max(e.last_update_time_since_epoch for e in executions)
     return PipelineRun(
-        run_id=context.name,
+        run_id=run_id,
         pipeline=node_of.get(executions[0].id, ("?", ""))[0],
         started=_iso(started),
         seconds=(ended - started) / 1000,

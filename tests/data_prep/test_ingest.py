@@ -227,6 +227,28 @@ def test_multi_process_direct_runner(messy_tree, ingested, tmp_path):
         )
 
 
+# Beam's portable runner with its embedded job service; LOOPBACK runs the SDK workers here.
+PORTABLE = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
+
+
+def test_portable_runner_gives_the_same_dataset(messy_tree, ingested, tmp_path):
+    """The job goes through the Fn API runner protocol that Flink, Spark and Dataflow speak
+    (pickled transforms, a job service, SDK workers), not the DirectRunner's shortcuts."""
+    root, _ = messy_tree
+    first, _ = ingested
+    report = _ingest(root, tmp_path, beam_args=PORTABLE)
+    expected = json.loads((first / "ingest_report.json").read_text())
+    assert report["totals"] == expected["totals"]
+    assert report["rejected_per_reason"] == expected["rejected_per_reason"]
+    assert sorted(p.relative_to(first) for p in first.rglob("*.gz")) == sorted(
+        p.relative_to(tmp_path) for p in tmp_path.rglob("*.gz")
+    )
+    for path in first.rglob("*.gz"):
+        assert gzip.decompress(path.read_bytes()) == gzip.decompress(
+            (tmp_path / path.relative_to(first)).read_bytes()
+        )
+
+
 def test_manifest_input(messy_tree, tmp_path):
     root, _ = messy_tree
     rows = (

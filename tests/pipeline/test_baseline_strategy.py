@@ -42,3 +42,15 @@ def test_no_older_blessed_model_means_no_baseline():
     resolved = _resolve(1, [1], [_blessing(1, True)])
     assert resolved["model"] == [] and resolved["model_blessing"] == []
     assert [m.id for m in resolved["candidate"]] == [1]
+
+
+def test_only_the_newest_candidate_is_returned():
+    # TFX's Airflow runner passes every model of the pipeline as candidates; returning an older
+    # one beside the baseline would make it two outputs of one execution, which MLMD refuses.
+    models = [_model(i) for i in (1, 2)]
+    resolved = BaselineBeforeCandidateStrategy().resolve_artifacts(
+        None,
+        {"candidate": models, "model": models, "model_blessing": [_blessing(1, True)]},
+    )
+    assert [m.id for m in resolved["candidate"]] == [2]
+    assert [m.id for m in resolved["model"]] == [1]

@@ -20,6 +20,9 @@ def test_presets_are_valid_and_keep_state_under_the_build_dir(preset):
         ({"name": "Bad Name!"}, "name"),
         ({"pipeline_root": ""}, "pipeline_root"),
         ({"metadata_path": ""}, "metadata_path"),
+        ({"schedule": "daily"}, "schedule"),
+        ({"schedule": "@fortnightly"}, "schedule"),
+        ({"schedule": "0 3 * *"}, "schedule"),
     ],
 )
 def test_bad_values_fail_naming_the_field(change, field):
@@ -80,3 +83,8 @@ def test_an_override_out_of_range_fails_validation_naming_the_nested_field():
     with pytest.raises(ConfigError) as error:
         override(local_preset("images/"), "trainer.epochs=0").validate()
     assert error.value.field == "trainer.epochs"
+
+
+@pytest.mark.parametrize("schedule", [None, "@daily", "@hourly", "0 3 * * *", "*/15 0-6 * * MON"])
+def test_schedules_airflow_understands_are_accepted(schedule):
+    assert dataclasses.replace(local_preset("images/"), schedule=schedule).validate()

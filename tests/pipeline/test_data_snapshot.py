@@ -6,16 +6,15 @@ from tests.data_prep import image_files
 
 
 def _record_examples(store, pipeline_name, span, fingerprint, state=None):
-    """Puts an Examples artifact into the ImageExampleGen node context, as TFX would."""
-    context_type = store.put_context_type(metadata_store_pb2.ContextType(name="node"))
-    node_name = f"{pipeline_name}.ImageExampleGen"
-    node = store.get_context_by_type_and_name("node", node_name)
-    if node is None:
-        [node_id] = store.put_contexts(
-            [metadata_store_pb2.Context(type_id=context_type, name=node_name)]
+    """Puts an Examples artifact into the pipeline's context, as every TFX runner does."""
+    context_type = store.put_context_type(metadata_store_pb2.ContextType(name="pipeline"))
+    pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
+    if pipeline is None:
+        [pipeline_id] = store.put_contexts(
+            [metadata_store_pb2.Context(type_id=context_type, name=pipeline_name)]
         )
     else:
-        node_id = node.id
+        pipeline_id = pipeline.id
     examples_type = metadata_store_pb2.ArtifactType(name="Examples")
     examples_type.properties["span"] = metadata_store_pb2.INT
     artifact = metadata_store_pb2.Artifact(
@@ -26,7 +25,7 @@ def _record_examples(store, pipeline_name, span, fingerprint, state=None):
     artifact.custom_properties["input_fingerprint"].string_value = fingerprint
     [artifact_id] = store.put_artifacts([artifact])
     store.put_attributions_and_associations(
-        [metadata_store_pb2.Attribution(artifact_id=artifact_id, context_id=node_id)], []
+        [metadata_store_pb2.Attribution(artifact_id=artifact_id, context_id=pipeline_id)], []
     )
 
 

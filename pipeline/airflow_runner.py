@@ -1,0 +1,156 @@
+"""Runs the pipeline on Apache Airflow 2 with TFX's AirflowDagRunner: one Airflow task per
+component, run on the config's schedule, plus a last task that logs the run's summary.
+
+The data snapshot (input fingerprint, span, classes) is taken when the DAG file is parsed, because
+TFX's Airflow runner bakes component settings into the DAG then. That is at run time where it
+matters: `airflow dags test` parses the file when the run starts, and Airflow's workers parse the
+DAG file afresh for every task they run (`airflow tasks run`), so ImageExampleGen's task numbers
+its span from the data and ML Metadata as they are when it starts, and images added since the last
+run become the next span. The scheduler's own periodic parses only read the DAG's shape.
+
+Airflow is imported only here and only when a DAG is built: it lives in its own environment
+(`make orchestrators`), not in the project's main one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import logging
+import os
+import shlex
+from collections.abc import Mapping
+
+from data_prep.config import ConfigError
+from pipeline.config import PRESETS, PipelineConfig
+
+LOGGER = logging.getLogger(__name__)
+SUMMARY_TASK = "run_summary"
+SUMMARIES_DIR = "run_summaries"  # under the pipeline root: <run_id>.json per scheduled run
+# A scheduled DAG needs a start date; with catchup off, only the latest interval runs.
+START_DATE = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+# The DAG file shipped in pipeline/airflow_dags/ reads these; README shows how to set them.
+ENVIRONMENT = {
+    "IMGPIPE_DATA": "folder of class folders or manifest (required)",
+    "IMGPIPE_BUILD_DIR": "pipeline root, ML Metadata and pushed models (default: build)",
+    "IMGPIPE_PRESET": "config preset: local or full (default: local)",
+    "IMGPIPE_SCHEDULE": "preset or cron expression; 'none' for manual runs (default: @daily)",
+    "IMGPIPE_BEAM_ARGS": "Beam options for every Beam job, e.g. '--runner=FlinkRunner ...'",
+}
+
+
+def config_from_environment(environ: Mapping[str, str]) -> PipelineConfig:
+    """The pipeline config the shipped DAG file runs, from IMGPIPE_* variables (ENVIRONMENT)."""
+    data = environ.get("IMGPIPE_DATA")
+    if not data:
+        raise ConfigError("IMGPIPE_DATA", "is not set: the DAG needs the input to ingest")
+    preset = environ.get("IMGPIPE_PRESET", "local")
+    if preset not in PRESETS:
+        raise ConfigError("IMGPIPE_PRESET", f"{preset!r} is not one of {sorted(PRESETS)}")
+    config = PRESETS[preset](data, environ.get("IMGPIPE_BUILD_DIR", "build"))
+    if "IMGPIPE_SCHEDULE" in environ:
+        schedule = environ["IMGPIPE_SCHEDULE"]
+        config = dataclasses.replace(
+            config, schedule=None if schedule.lower() == "none" else schedule
+        )
+    beam_args = shlex.split(environ.get("IMGPIPE_BEAM_ARGS", ""))
+    if beam_args:
+        config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
+    return config.validate()
+
+
+def airflow_dag(config: PipelineConfig):
+    """An airflow.models.DAG named after the pipeline that runs it on config.schedule."""
+    from airflow.operators.python import PythonOperator
+    from tfx.orchestration.airflow.airflow_dag_runner import (
+        AirflowDagRunner,
+        AirflowPipelineConfig,
+    )
+
+    from pipeline.code_fingerprint import code_fingerprint
+    from pipeline.data_snapshot import take_snapshot
+    from pipeline.factory import create_pipeline
+    from pipeline.local_runner import open_store
+
+    config.validate()
+    os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
+    data = take_snapshot(config.ingest.input, open_store(config.metadata_path), config.name)
+    dag_settings = {
+        "schedule": config.schedule,
+        "start_date": START_DATE,
+        "catchup": False,
+        # One run at a time: runs share the SQLite store, and spans are numbered in run order.
+        "max_active_runs": 1,
+        "description": f"imgpipe: {config.ingest.input} -> model pushed under {config.serving_dir}",
+    }
+    pipeline = create_pipeline(config, data, code_fingerprint())
+    dag = AirflowDagRunner(AirflowPipelineConfig(airflow_dag_config=dag_settings)).run(pipeline)
+    component_tasks = list(dag.tasks)
+    summary = PythonOperator(
+        task_id=SUMMARY_TASK,
+        python_callable=log_run_summary,
+        op_kwargs={
+            "metadata_path": config.metadata_path,
+            "pipeline_name": config.name,
+            "summaries_dir": os.path.join(config.pipeline_root, SUMMARIES_DIR),
+        },
+        trigger_rule="all_done",  # a failed run is summarized too: which component failed
+        dag=dag,
+    )
+    summary.set_upstream(component_tasks)
+    return dag
+
+
+def log_run_summary(
+    metadata_path: str, pipeline_name: str, summaries_dir: str, ti, dag_run
+) -> dict:
+    """The Airflow run's summary from ML Metadata: logged, written to <summaries_dir>/<run_id>.json
+    and returned (Airflow keeps it as the task's XCom). Fails when a component task did not
+    succeed: this task runs whatever happened upstream, and as the DAG's last task it decides the
+    run's state."""
+    from pipeline.local_runner import open_store
+
+    task_states = {task.task_id: task.state for task in dag_run.get_task_instances()}
+    recorded = summarize_run(open_store(metadata_path), pipeline_name, ti.run_id)
+    summary = dataclasses.asdict(recorded)
+    for component in summary["components"]:  # the legacy launcher leaves a failure 'running'
+        if task_states.get(component["node"]) == "failed":
+            component["state"] = "failed"
+    if summary["span"] is not None:
+        news = "new data, ingested now" if summary["new_data"] else "unchanged, from the cache"
+        LOGGER.info("run %s: data span %s (%s)", ti.run_id, summary["span"], news)
+    for component in summary["components"]:
+        LOGGER.info(
+            "  %-24s %-7s %7.1f s", component["node"], component["state"], component["seconds"]
+        )
+    LOGGER.info("eval accuracy %s, blessed %s", summary["eval_accuracy"], summary["blessed"])
+    LOGGER.info("pushed: %s", summary["pushed_to"] or "no")
+    os.makedirs(summaries_dir, exist_ok=True)
+    with open(os.path.join(summaries_dir, f"{_file_name(ti.run_id)}.json"), "w") as handle:
+        json.dump(summary, handle, indent=2, default=str)
+    unsuccessful = sorted(
+        f"{task} ({state})"
+        for task, state in task_states.items()
+        if task != ti.task_id and state != "success"
+    )
+    if unsuccessful:
+        raise RuntimeError(f"run {ti.run_id} did not complete: {', '.join(unsuccessful)}")
+    return summary
+
+
+def summarize_run(store, pipeline_name: str, run_id: str):
+    """lineage.PipelineRun of one Airflow run. TFX's Airflow runner records TFX's legacy
+    contexts: a 'run' context named <pipeline>.<run_id>, and the component id on each execution."""
+    from pipeline.lineage import summarize_executions
+
+    run = store.get_context_by_type_and_name("run", f"{pipeline_name}.{run_id}")
+    if run is None:
+        raise LookupError(f"no run {run_id!r} of pipeline {pipeline_name!r} in ML Metadata")
+    executions = sorted(store.get_executions_by_context(run.id), key=lambda e: e.id)
+    nodes = [execution.properties["component_id"].string_value for execution in executions]
+    return summarize_executions(store, run_id, pipeline_name, executions, nodes)
+
+
+def _file_name(run_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)

@@ -1,0 +1,85 @@
+"""Compiles the pipeline for Vertex AI Pipelines (or Kubeflow Pipelines v2) with TFX's
+KubeflowV2DagRunner: a PipelineJob spec (JSON) whose every component runs in one container image,
+built from pipeline/Dockerfile, which holds this project at CONTAINER_ROOT.
+
+Vertex keeps its own ML Metadata, out of reach when compiling, so the span is the caller's to give
+(one compile per data drop, e.g. from CI); the input fingerprint is still taken here, so a new data
+drop changes the ingest's settings and invalidates Vertex's cache exactly as in local runs.
+Needs kfp-pipeline-spec, which the orchestrators environment has (`make orchestrators`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+import components
+from pipeline.code_fingerprint import code_fingerprint
+from pipeline.config import PipelineConfig
+from pipeline.data_snapshot import DataSnapshot, take_snapshot
+from pipeline.factory import create_pipeline, latest_blessed_baseline
+
+CONTAINER_ROOT = "/imgpipe"  # WORKDIR of pipeline/Dockerfile
+_NO_MODULE_WHEELS = (
+    "UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES"  # read by tfx.components.util.udf_utils
+)
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(components.__file__)))
+
+
+def snapshot_for_vertex(input_path: str, span: int) -> DataSnapshot:
+    """The input's fingerprint and classes, as the given span (see the module docstring)."""
+    if span < 1:
+        raise ValueError(f"span {span} must be 1 or more")
+    empty_store = metadata_store.MetadataStore(
+        metadata_store_pb2.ConnectionConfig(fake_database=metadata_store_pb2.FakeDatabaseConfig())
+    )
+    return dataclasses.replace(take_snapshot(input_path, empty_store, "vertex"), span=span)
+
+
+def compile_vertex(
+    config: PipelineConfig, data: DataSnapshot, image: str, output_path: str
+) -> dict:
+    """Writes the PipelineJob JSON to output_path and returns it. config.pipeline_root becomes
+    the job's pipeline root (a gs:// folder on Vertex)."""
+    from tfx.v1.orchestration import experimental
+
+    config.validate()
+    with _modules_from_the_image():
+        pipeline = create_pipeline(config, data, code_fingerprint(), latest_blessed_baseline)
+    for component in pipeline.components:
+        module_file = component.exec_properties.get("module_file")
+        if isinstance(module_file, str) and module_file.startswith(_PROJECT_ROOT + os.sep):
+            component.exec_properties["module_file"] = in_container(module_file)
+    runner = experimental.KubeflowV2DagRunner(
+        config=experimental.KubeflowV2DagRunnerConfig(default_image=image),
+        output_dir=os.path.dirname(os.path.abspath(output_path)),
+        output_filename=os.path.basename(output_path),
+    )
+    runner.run(pipeline)
+    with open(output_path) as handle:
+        return json.load(handle)
+
+
+@contextlib.contextmanager
+def _modules_from_the_image():
+    """Transform's and the Trainer's module files are in the image: TFX's switch that stops it
+    packaging them as wheels under the pipeline root (a gs:// folder, out of reach here)."""
+    previous = os.environ.get(_NO_MODULE_WHEELS)
+    os.environ[_NO_MODULE_WHEELS] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[_NO_MODULE_WHEELS]
+        else:
+            os.environ[_NO_MODULE_WHEELS] = previous
+
+
+def in_container(path: str) -> str:
+    """A path inside this project -> the same file in the container image."""
+    return os.path.join(CONTAINER_ROOT, os.path.relpath(path, _PROJECT_ROOT))
