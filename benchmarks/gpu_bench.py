@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 
+from benchmarks.charts import label_bars, value_and_ratio
 from benchmarks.photo_data import write_photo_jpegs
 from benchmarks.training_bench import measure_in_child
 
@@ -186,17 +187,8 @@ def chart(records: list[dict], path: str) -> None:
     figure, axis = plt.subplots(figsize=(10, 4))
     names = [r["name"].split(".", 2)[-1].replace(".", "\n", 1) for r in speed]
     bars = axis.bar(names, [r["value"] for r in speed], color="#4a7ab5")
-    for bar, record in zip(bars, speed, strict=True):
-        label = f"{record['value']:.0f}"
-        if "ratio" in record:
-            label += f"\n{record['ratio']:.2f}x"
-        axis.annotate(
-            label,
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-            ha="center",
-            va="bottom",
-            fontsize=8,
-        )
+
+    label_bars(axis, bars, [value_and_ratio(record) for record in speed])
     model = speed[0]["name"].split(".")[1] if speed else ""
     axis.set_title(f"{model} training throughput (images/s), trainer engine")
     axis.tick_params(axis="x", labelsize=7)

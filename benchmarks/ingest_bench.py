@@ -15,6 +15,7 @@ import time
 
 import psutil
 
+from benchmarks.charts import label_bars, value_and_ratio
 from benchmarks.photo_data import write_photo_jpegs
 
 
@@ -184,17 +185,8 @@ def chart(records: list[dict], path: str) -> None:
             for r in group
         ]
         bars = axis.bar(names, [r["value"] for r in group], color="#4a7ab5")
-        for bar, record in zip(bars, group, strict=True):
-            label = f"{record['value']:.0f}"
-            if "ratio" in record:
-                label += f"\n{record['ratio']:.2f}x"
-            axis.annotate(
-                label,
-                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                ha="center",
-                va="bottom",
-                fontsize=8,
-            )
+
+        label_bars(axis, bars, [value_and_ratio(record) for record in group])
         axis.set_title(title)
         axis.tick_params(axis="x", labelsize=8)
     figure.suptitle("Ingest: Beam DirectRunner (one worker per core) vs a plain loop")

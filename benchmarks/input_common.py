@@ -15,6 +15,7 @@ import time
 
 import tensorflow as tf
 
+from benchmarks.charts import label_bars, value_and_ratio
 from components.trainer.config import TrainerConfig
 from components.trainer.preprocessing import Normalization
 
@@ -63,18 +64,8 @@ def bar_chart(records: list[dict], path: str, title: str, unit: str) -> None:
     figure, axis = plt.subplots(figsize=(max(6, 1.3 * len(shown)), 4))
     names = [record["name"].split(".", 2)[-1].replace("_", " ") for record in shown]
     bars = axis.bar(names, [record["value"] for record in shown], color="#4a7ab5")
-    for bar, record in zip(bars, shown, strict=True):
-        value = record["value"]
-        label = f"{value:.0f}" if value >= 100 else f"{value:.3g}"
-        if "ratio" in record:
-            label += f"\n{record['ratio']:.2f}x"
-        axis.annotate(
-            label,
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-            ha="center",
-            va="bottom",
-            fontsize=8,
-        )
+
+    label_bars(axis, bars, [value_and_ratio(record) for record in shown])
     axis.margins(y=0.2)  # room for the labels above the bars
     axis.set_ylabel(unit)
     axis.set_title(textwrap.fill(title, 80), fontsize=9)

@@ -17,6 +17,7 @@ import sys
 import time
 
 import components  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from benchmarks.charts import label_bars
 
 STEPS = 32
 WARMUP = 8
@@ -216,17 +217,14 @@ def chart(records: list[dict], path: str) -> None:
     figure, axis = plt.subplots(figsize=(11, 4))
     names = [r["name"].removeprefix("training.").removesuffix(".steps_per_s") for r in speed]
     bars = axis.bar(names, [r["images_per_s"] for r in speed], color="#4a7ab5")
-    for bar, record in zip(bars, speed, strict=True):
+
+    def _label(record: dict) -> str:
         label = f"{record['images_per_s']:.0f}"
         if "ratio" in record:
             label += f"\n{record['ratio']:.2f}x {record['baseline'].split('.')[1]}"
-        axis.annotate(
-            label,
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-            ha="center",
-            va="bottom",
-            fontsize=8,
-        )
+        return label
+
+    label_bars(axis, bars, [_label(record) for record in speed])
     axis.set_title("Training step, default model (small_cnn 64x64, batch 64): images/s")
     axis.tick_params(axis="x", labelsize=8)
     figure.tight_layout()

@@ -197,18 +197,25 @@ def _add_run(subparsers) -> None:
     parser.set_defaults(handler=_run_pipeline)
 
 
-def _run_pipeline(args, beam_args: list[str]) -> int:
+def _preset_config(args, beam_args: list[str], **changes):
+    """The chosen preset over --data (default: the embedded dataset, generated under
+    --build-dir), with `changes` and the Beam arguments after '--'; not yet validated."""
     from data_prep.default_dataset import generate_default_dataset
-    from pipeline.config import PRESETS, override
-    from pipeline.local_runner import run_local
+    from pipeline.config import PRESETS
 
     data = args.data
     if data is None:
         data = os.path.join(args.build_dir, "default_data")
         generate_default_dataset(data)
-    config = PRESETS[args.preset](data, args.build_dir)
-    if beam_args:
-        config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
+    config = dataclasses.replace(PRESETS[args.preset](data, args.build_dir), **changes)
+    return dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
+
+
+def _run_pipeline(args, beam_args: list[str]) -> int:
+    from pipeline.config import override
+    from pipeline.local_runner import run_local
+
+    config = _preset_config(args, beam_args)
     try:
         for setting in args.set:
             config = override(config, setting)
@@ -493,21 +500,15 @@ def _add_compile_vertex(subparsers) -> None:
 
 
 def _run_compile_vertex(args, beam_args: list[str]) -> int:
-    from data_prep.default_dataset import generate_default_dataset
-    from pipeline.config import PRESETS
     from pipeline.vertex_runner import compile_vertex, snapshot_for_vertex
 
-    data = args.data
-    if data is None:
-        data = os.path.join(args.build_dir, "default_data")
-        generate_default_dataset(data)
-    config = dataclasses.replace(
-        PRESETS[args.preset](data, args.build_dir),
+    config = _preset_config(
+        args,
+        beam_args,
         pipeline_root=args.pipeline_root,
         serving_dir=args.serving_dir or f"{args.pipeline_root.rstrip('/')}/serving",
     )
-    if beam_args:
-        config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
+    data = config.ingest.input
     try:
         config.validate()
         snapshot = snapshot_for_vertex(data, args.span)

@@ -11,17 +11,14 @@ import shutil
 import pytest
 import tensorflow_model_analysis as tfma
 
-from components.trainer.config import runlocal
 from data_prep.sources import input_fingerprint
 from pipeline import lineage
 from pipeline.cli import build_parser, main
 from pipeline.code_fingerprint import code_fingerprint
-from pipeline.config import local_preset
 from pipeline.local_runner import open_store, run_local
 from tests.data_prep import image_files
+from tests.pipeline.tiny_pipeline import tiny_config, write_images
 
-IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
-LABELS = ("cat", "dog", "owl")
 FIRST_RATE, SECOND_RATE = 0.003, 0.01
 
 
@@ -45,18 +42,8 @@ class TwoRuns:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("lineage")
-    images = root / "images"
-    for label_index, label in enumerate(LABELS):
-        for i in range(10):
-            path = images / label / f"{i}.jpg"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(image_files.jpeg(seed=100 * label_index + i))
-    config = dataclasses.replace(
-        local_preset(str(images), str(root / "build")),
-        beam_args=IN_PROCESS,
-        trainer=dataclasses.replace(runlocal(), learning_rate=FIRST_RATE),
-        min_accuracy=0.0,
-    )
+    images = write_images(root / "images")
+    config = tiny_config(images, root / "build", learning_rate=FIRST_RATE)
     first = run_local(config)
     changed = dataclasses.replace(
         config, trainer=dataclasses.replace(config.trainer, learning_rate=SECOND_RATE)

@@ -17,14 +17,12 @@ from components.trainer.config import runlocal
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.serving_assets import ASSETS_EXTRA, WARMUP_FILE
 from pipeline import local_runner
-from pipeline.config import local_preset
 from pipeline.local_runner import open_store, run_local, summarize_latest_run
 from tests.data_prep import image_files
 from tests.pipeline.expected import COMPONENTS
+from tests.pipeline.tiny_pipeline import IMAGES_PER_CLASS, LABELS, tiny_config, write_images
 
 pytestmark = pytest.mark.slow
-IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
-LABELS = ("cat", "dog", "owl")
 
 
 def _states(summary) -> dict[str, str]:
@@ -34,18 +32,8 @@ def _states(summary) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("local")
-    images = root / "images"
-    for label_index, label in enumerate(LABELS):
-        for i in range(10):
-            path = images / label / f"{i}.jpg"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(image_files.jpeg(seed=100 * label_index + i))
-    config = dataclasses.replace(
-        local_preset(str(images), str(root / "build")),
-        beam_args=IN_PROCESS,
-        trainer=runlocal(),
-        min_accuracy=0.0,  # runlocal learns nothing; the threshold test below raises it
-    )
+    images = write_images(root / "images")
+    config = tiny_config(images, root / "build")  # the threshold test below raises min_accuracy
     return config, images, run_local(config)
 
 
@@ -108,7 +96,7 @@ def test_pushed_model_carries_both_blessings_its_card_tflite_and_evaluation(firs
     counted = sum(data["train_examples_per_class"].values()) + sum(
         data["eval_examples_per_class"].values()
     )
-    assert counted == 10 * len(LABELS)
+    assert counted == IMAGES_PER_CLASS * len(LABELS)
     assert card["metrics"]["tfma"]["candidate"]["overall"]["example_count"] == sum(
         data["eval_examples_per_class"].values()
     )

@@ -2,7 +2,6 @@
 pipeline is run again: the upstream components come from the cache, so the Trainer's inputs and
 therefore its checkpoint folder are the same."""
 
-import dataclasses
 import glob
 import json
 import os
@@ -14,13 +13,10 @@ import time
 import pytest
 import tensorflow as tf
 
-from components.trainer.config import runlocal
-from pipeline.config import local_preset
 from pipeline.local_runner import run_local
-from tests.data_prep import image_files
+from tests.pipeline.tiny_pipeline import tiny_config, write_images
 
 pytestmark = pytest.mark.slow
-LABELS = ("cat", "dog", "owl")
 EPOCHS = 60  # ~6 steps each on this data: long enough to be killed mid-training
 CHECKPOINT_EVERY = 4
 
@@ -33,16 +29,7 @@ run_local(_config(*sys.argv[1:]))
 
 
 def _config(images, build):
-    config = local_preset(str(images), str(build))
-    trainer = dataclasses.replace(
-        runlocal(), epochs=EPOCHS, checkpoint_every_steps=CHECKPOINT_EVERY
-    )
-    return dataclasses.replace(
-        config,
-        beam_args=("--direct_running_mode=in_memory", "--direct_num_workers=1"),
-        trainer=trainer,
-        min_accuracy=0.0,
-    )
+    return tiny_config(images, build, epochs=EPOCHS, checkpoint_every_steps=CHECKPOINT_EVERY)
 
 
 def _latest_checkpoint_step(pipeline_root: str) -> int:
@@ -55,12 +42,7 @@ def _latest_checkpoint_step(pipeline_root: str) -> int:
 
 
 def test_a_pipeline_killed_in_training_resumes_on_the_next_run(tmp_path):
-    images = tmp_path / "images"
-    for label_index, label in enumerate(LABELS):
-        for i in range(10):
-            path = images / label / f"{i}.jpg"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(image_files.jpeg(seed=100 * label_index + i))
+    images = write_images(tmp_path / "images")
     build = tmp_path / "build"
     config = _config(images, build)
     child = subprocess.Popen(
