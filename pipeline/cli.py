@@ -50,6 +50,12 @@ def _configure_logging(verbose: bool) -> None:
     forwarded = logging.getLogger("apache_beam.runners.portability.local_job_service")
     forwarded.setLevel(logging.INFO)
     forwarded.addFilter(_WorkerProgress())
+    if not verbose:
+        # TFX warns once per artifact type per node that its local resolver ignores property
+        # predicates, which the pipeline never uses: dozens of lines that say nothing to a user.
+        logging.getLogger("absl").addFilter(
+            lambda record: "property_predicate is not supported" not in record.getMessage()
+        )
 
 
 def _add_prep(subparsers) -> None:
