@@ -137,14 +137,14 @@ def build_report(
 
 
 def confusion_matrix_png(matrix: np.ndarray, label_names: list[str]) -> bytes:
-    """A heatmap with counts in the cells, rows = true class, columns = predicted class."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    """A heatmap with counts in the cells, rows = true class, columns = predicted class. Drawn on
+    a bare Figure, not pyplot, so the process's matplotlib backend is left alone (a notebook that
+    runs the pipeline in its kernel keeps showing its own plots)."""
+    from matplotlib.figure import Figure
 
     side = max(4.0, 0.6 * len(label_names) + 2)
-    figure, axes = plt.subplots(figsize=(side, side))
+    figure = Figure(figsize=(side, side))
+    axes = figure.subplots()
     axes.imshow(matrix, cmap="Blues")
     ticks = range(len(label_names))
     axes.set_xticks(ticks, label_names, rotation=45, ha="right")
@@ -159,7 +159,6 @@ def confusion_matrix_png(matrix: np.ndarray, label_names: list[str]) -> bytes:
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
-    plt.close(figure)
     return buffer.getvalue()
 
 
