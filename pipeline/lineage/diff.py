@@ -7,7 +7,7 @@ import dataclasses
 
 from ml_metadata.metadata_store import metadata_store
 
-from components import metadata_keys as keys
+from components import metadata_keys
 from pipeline.lineage.metrics import eval_accuracy
 from pipeline.lineage.models import read_dataset
 from pipeline.lineage.runs import PipelineRun, find_run, list_runs
@@ -65,7 +65,7 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
             facts["data.span"] = dataset.span
             facts["artifacts.examples"] = dataset.examples.id
         if graph.outputs(execution.id, "transform_graph"):
-            config = {k: v for k, v in custom.items() if k != keys.CODE_FINGERPRINT_KEY}
+            config = {k: v for k, v in custom.items() if k != metadata_keys.CODE_FINGERPRINT_KEY}
             _flatten("config.transform", config, facts)
             facts["code.transform_module"] = properties.get("module_path")
             facts["artifacts.transform_graph"] = graph.outputs(execution.id, "transform_graph")[
@@ -73,8 +73,12 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
             ].id
         models = graph.outputs(execution.id, "model")
         if models:
-            _flatten("config.trainer", parsed_json(custom.get(keys.TRAINER_CONFIG_KEY, {})), facts)
-            facts["code.fingerprint"] = custom.get(keys.CODE_FINGERPRINT_KEY)
+            _flatten(
+                "config.trainer",
+                parsed_json(custom.get(metadata_keys.TRAINER_CONFIG_KEY, {})),
+                facts,
+            )
+            facts["code.fingerprint"] = custom.get(metadata_keys.CODE_FINGERPRINT_KEY)
             facts["code.trainer_module"] = properties.get("module_path")
             facts["artifacts.model"] = models[0].id
         evaluations = graph.outputs(execution.id, "evaluation")

@@ -9,7 +9,7 @@ import dataclasses
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-from components import metadata_keys as keys
+from components import metadata_keys
 from pipeline.lineage.metrics import eval_accuracy
 from pipeline.lineage.store import (
     ArtifactRecord,
@@ -99,7 +99,9 @@ def read_dataset(
             # The IngestReport folder is laid out like `imgpipe prep` output: report, label map.
             report = read_json(IngestOutputs.under(reports[0].uri).report_path)
     label_map = report.get("label_map") or parsed_json(
-        (report_record.properties if report_record else {}).get(keys.LABEL_MAP_PROPERTY, "{}")
+        (report_record.properties if report_record else {}).get(
+            metadata_keys.LABEL_MAP_PROPERTY, "{}"
+        )
     )
     return Dataset(
         examples=record,
@@ -123,8 +125,8 @@ def _evaluation(
     evaluations = graph.outputs(evaluator.id, "evaluation")
     baselines = graph.inputs(evaluator.id, "baseline_model")
     blessed = None
-    if blessings and keys.BLESSED_PROPERTY in blessings[0].custom_properties:
-        blessed = bool(blessings[0].custom_properties[keys.BLESSED_PROPERTY].int_value)
+    if blessings and metadata_keys.BLESSED_PROPERTY in blessings[0].custom_properties:
+        blessed = bool(blessings[0].custom_properties[metadata_keys.BLESSED_PROPERTY].int_value)
         edges.append(Edge(record.label, graph.record(blessings[0]).label, "blessing"))
     return Evaluation(
         evaluator=record,
@@ -143,7 +145,7 @@ def latest_pushed_model(store: metadata_store.MetadataStore) -> int:
 
 
 def _was_pushed(artifact: mlmd_pb2.Artifact) -> bool:
-    return bool(artifact.custom_properties[keys.PUSHED_PROPERTY].int_value)
+    return bool(artifact.custom_properties[metadata_keys.PUSHED_PROPERTY].int_value)
 
 
 def find_model(store: metadata_store.MetadataStore, reference: str) -> int:
@@ -151,7 +153,9 @@ def find_model(store: metadata_store.MetadataStore, reference: str) -> int:
     if reference.isdigit():
         return int(reference)
     for artifact in MetadataGraph(store).artifacts_of_type("PushedModel"):
-        destination = artifact.custom_properties[keys.PUSHED_DESTINATION_PROPERTY].string_value
+        destination = artifact.custom_properties[
+            metadata_keys.PUSHED_DESTINATION_PROPERTY
+        ].string_value
         if destination and same_file(destination, reference.rstrip("/")):
             return artifact.id
     raise LineageError(f"{reference!r} is neither an artifact id nor a pushed model's folder")
@@ -198,7 +202,7 @@ def model_lineage(store: metadata_store.MetadataStore, artifact_id: int) -> Mode
     trainer = graph.execution(trainer_execution)
     edges.append(Edge(trainer.label, model_record.label, "model"))
     custom = custom_config(trainer)
-    trainer_config = parsed_json(custom.get(keys.TRAINER_CONFIG_KEY, {}))
+    trainer_config = parsed_json(custom.get(metadata_keys.TRAINER_CONFIG_KEY, {}))
     transform_graph = transform = None
     graphs = graph.inputs(trainer_execution.id, "transform_graph")
     if graphs:
@@ -222,7 +226,7 @@ def model_lineage(store: metadata_store.MetadataStore, artifact_id: int) -> Mode
         model=model_record,
         trainer=trainer,
         trainer_config=trainer_config if isinstance(trainer_config, dict) else {},
-        code_fingerprint=custom.get(keys.CODE_FINGERPRINT_KEY),
+        code_fingerprint=custom.get(metadata_keys.CODE_FINGERPRINT_KEY),
         evaluation=evaluation,
         transform_graph=transform_graph,
         transform=transform,
@@ -243,14 +247,16 @@ def models_trained_on(graph: MetadataGraph, examples_id: int) -> tuple[TrainedMo
         verdicts, pushed = [], []
         for consumer in graph.consumers(model_id, "model"):
             for blessing in graph.outputs(consumer.id, "blessing"):
-                if keys.BLESSED_PROPERTY in blessing.custom_properties:
+                if metadata_keys.BLESSED_PROPERTY in blessing.custom_properties:
                     verdicts.append(
-                        bool(blessing.custom_properties[keys.BLESSED_PROPERTY].int_value)
+                        bool(blessing.custom_properties[metadata_keys.BLESSED_PROPERTY].int_value)
                     )
             for artifact in graph.outputs(consumer.id, "pushed_model"):
                 if _was_pushed(artifact):
                     pushed.append(
-                        artifact.custom_properties[keys.PUSHED_DESTINATION_PROPERTY].string_value
+                        artifact.custom_properties[
+                            metadata_keys.PUSHED_DESTINATION_PROPERTY
+                        ].string_value
                     )
         trained.append(
             TrainedModel(

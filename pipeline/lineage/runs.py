@@ -10,7 +10,7 @@ import os
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-from components import metadata_keys as keys
+from components import metadata_keys
 from pipeline.lineage.metrics import eval_accuracy, per_class_metrics
 from pipeline.lineage.store import (
     LEGACY_COMPONENT_PROPERTY,
@@ -142,10 +142,10 @@ _RUN_OUTPUTS = {
     "serving_check": ("blessing", "InfraBlessing"),
     "evaluation": ("evaluation", "ModelEvaluation"),
     "pushed_model": ("pushed_model", "PushedModel"),
-    "ingest_report": ("ingest_report", keys.INGEST_REPORT_TYPE),
-    "tflite": ("tflite", keys.TFLITE_MODEL_TYPE),
-    "readable_evaluation": ("report", keys.EVALUATION_REPORT_TYPE),
-    "model_card": ("model_card", keys.MODEL_CARD_TYPE),
+    "ingest_report": ("ingest_report", metadata_keys.INGEST_REPORT_TYPE),
+    "tflite": ("tflite", metadata_keys.TFLITE_MODEL_TYPE),
+    "readable_evaluation": ("report", metadata_keys.EVALUATION_REPORT_TYPE),
+    "model_card": ("model_card", metadata_keys.MODEL_CARD_TYPE),
 }
 
 
@@ -219,8 +219,10 @@ def _summarize(graph: MetadataGraph, members: _RunMembers, metrics: bool) -> Pip
     outcome = {}
     if "blessing" in first:
         blessing = graph.artifact(first["blessing"])
-        if keys.BLESSED_PROPERTY in blessing.custom_properties:
-            outcome["blessed"] = bool(blessing.custom_properties[keys.BLESSED_PROPERTY].int_value)
+        if metadata_keys.BLESSED_PROPERTY in blessing.custom_properties:
+            outcome["blessed"] = bool(
+                blessing.custom_properties[metadata_keys.BLESSED_PROPERTY].int_value
+            )
     if "evaluation" in first and metrics:
         evaluation_uri = graph.artifact(first["evaluation"]).uri
         outcome["eval_accuracy"] = eval_accuracy(evaluation_uri)
@@ -229,9 +231,9 @@ def _summarize(graph: MetadataGraph, members: _RunMembers, metrics: bool) -> Pip
     outcome.update(_model_reports(graph, first))
     if "pushed_model" in first:
         pushed = graph.artifact(first["pushed_model"])
-        if pushed.custom_properties[keys.PUSHED_PROPERTY].int_value:
+        if pushed.custom_properties[metadata_keys.PUSHED_PROPERTY].int_value:
             outcome["pushed_to"] = pushed.custom_properties[
-                keys.PUSHED_DESTINATION_PROPERTY
+                metadata_keys.PUSHED_DESTINATION_PROPERTY
             ].string_value
             outcome["pushed_model_id"] = pushed.id
     started = min(e.create_time_since_epoch for e in executions)
@@ -262,11 +264,13 @@ def _data(graph: MetadataGraph, first: dict[str, int], components, outputs) -> d
         data["new_data"] = any(c.state == "ran" for c in components if c.execution_id in producers)
     if "ingest_report" in first:
         report = graph.artifact(first["ingest_report"])
-        label_map = json.loads(report.custom_properties[keys.LABEL_MAP_PROPERTY].string_value)
+        label_map = json.loads(
+            report.custom_properties[metadata_keys.LABEL_MAP_PROPERTY].string_value
+        )
         data["class_names"] = tuple(sorted(label_map, key=label_map.get))
         data["ingest_counts"] = {
             name: report.custom_properties[name].int_value
-            for name in keys.INGEST_COUNTS
+            for name in metadata_keys.INGEST_COUNTS
             if name in report.custom_properties
         }
         data["ingest_report"] = IngestOutputs.under(report.uri).report_path
@@ -280,9 +284,9 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
     if "model" in first:
         model = graph.artifact(first["model"])
         performance = {
-            name.removeprefix(keys.PERFORMANCE_PROPERTY_PREFIX): plain_value(value)
+            name.removeprefix(metadata_keys.PERFORMANCE_PROPERTY_PREFIX): plain_value(value)
             for name, value in model.custom_properties.items()
-            if name.startswith(keys.PERFORMANCE_PROPERTY_PREFIX)
+            if name.startswith(metadata_keys.PERFORMANCE_PROPERTY_PREFIX)
         }
         reports["training_performance"] = performance or None
     if "serving_check" in first:
@@ -299,7 +303,7 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
         reports["evaluation"] = {**{key: report.get(key) for key in keys}, "uri": uri}
     if "model_card" in first:
         card = graph.artifact(first["model_card"])
-        placed = card.custom_properties.get(keys.PLACED_AT_PROPERTY)
+        placed = card.custom_properties.get(metadata_keys.PLACED_AT_PROPERTY)
         reports["model_card"] = placed.string_value if placed else card.uri
     return reports
 
