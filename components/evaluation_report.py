@@ -21,6 +21,7 @@ from tfx import v1 as tfx
 from tfx.types import artifact, standard_artifacts
 from tfx.utils import path_utils
 
+from components import metadata_keys
 from components.eval_split import read_batches, split_files
 from components.trainer.export import EXAMPLES_SIGNATURE
 from components.trainer.serving_assets import read_label_names
@@ -42,7 +43,7 @@ MISCLASSIFIED_FIELDS = (
 class EvaluationReport(artifact.Artifact):
     """Per-class metrics, confusion matrix and misclassified eval images of one model."""
 
-    TYPE_NAME = "imgpipe.EvaluationReport"
+    TYPE_NAME = metadata_keys.EVALUATION_REPORT_TYPE
 
 
 def confusion_matrix(labels: np.ndarray, predictions: np.ndarray, classes: int) -> np.ndarray:

@@ -16,19 +16,18 @@ from tfx.components.util import examples_utils
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact, artifact_utils, standard_artifacts
 
+from components import metadata_keys
 from data_prep.config import IngestConfig
 from data_prep.ingest import IngestImages, IngestOutputs, prepare_ingest, read_ingest_report
 
 LABEL_MAP_FILE = "label_map.json"
 REPORT_FILE = "ingest_report.json"
-# Custom property of the Examples artifact: runners compare it to number the next span.
-INPUT_FINGERPRINT_PROPERTY = "input_fingerprint"
 
 
 class IngestReport(artifact.Artifact):
     """Every input file's fate (accepted, rejected with a reason, ignored) and the label map."""
 
-    TYPE_NAME = "imgpipe.IngestReport"
+    TYPE_NAME = metadata_keys.INGEST_REPORT_TYPE
 
 
 def ingest_outputs(examples_uri: str, report_uri: str) -> IngestOutputs:
@@ -72,9 +71,11 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
     examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
     examples_utils.set_file_format(examples, "tfrecords_gzip")
     examples.span = span
-    examples.set_string_custom_property(INPUT_FINGERPRINT_PROPERTY, input_fingerprint)
+    examples.set_string_custom_property(metadata_keys.INPUT_FINGERPRINT_PROPERTY, input_fingerprint)
     for name, count in report["totals"].items():
         ingest_report.set_int_custom_property(name, count)
     ingest_report.set_string_custom_property("input", config.input)
     ingest_report.set_int_custom_property("span", span)
-    ingest_report.set_string_custom_property("label_map", json.dumps(report["label_map"]))
+    ingest_report.set_string_custom_property(
+        metadata_keys.LABEL_MAP_PROPERTY, json.dumps(report["label_map"])
+    )

@@ -27,7 +27,7 @@ from tfx import v1 as tfx
 from tfx.types import artifact, artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
-from components import evaluation_report, serving_check, tflite_export
+from components import evaluation_report, metadata_keys, serving_check, tflite_export
 from components.trainer.serving_assets import read_label_names
 from components.transform_module import class_counts
 
@@ -52,7 +52,7 @@ PACKAGES = (
 class ModelCard(artifact.Artifact):
     """model_card.json and model_card.md of one model."""
 
-    TYPE_NAME = "imgpipe.ModelCard"
+    TYPE_NAME = metadata_keys.MODEL_CARD_TYPE
 
 
 def signature_spec(saved_model_dir: str) -> dict:
@@ -378,4 +378,6 @@ def ModelCardGen(  # noqa: N802  TFX component names are classes
             readable_evaluation.uri,
             card["model"]["pushed_to"],
         )
-        model_card.set_string_custom_property("placed_at", card["model"]["pushed_to"])
+        model_card.set_string_custom_property(
+            metadata_keys.PLACED_AT_PROPERTY, card["model"]["pushed_to"]
+        )

@@ -22,6 +22,7 @@ from tfx import v1 as tfx
 from tfx.types import artifact, standard_artifacts
 from tfx.utils import path_utils
 
+from components import metadata_keys
 from components.eval_split import read_batches, split_files
 from components.trainer.export import EXAMPLES_SIGNATURE, IMAGES_SIGNATURE
 from components.trainer.preprocessing import CHANNELS, Normalization, decode_and_resize, normalize
@@ -35,7 +36,7 @@ PIXELS_INPUT = "pixels"
 class TFLiteModel(artifact.Artifact):
     """TFLite models of a trained Model and how closely they match it on the eval split."""
 
-    TYPE_NAME = "imgpipe.TFLiteModel"
+    TYPE_NAME = metadata_keys.TFLITE_MODEL_TYPE
 
 
 def pixels_function(model: keras.Model, image_size: int, normalization: Normalization):

@@ -15,6 +15,7 @@ from tfx.components.trainer.executor import GenericExecutor
 from tfx.components.trainer.fn_args_utils import FnArgs
 from tfx.components.util import udf_utils
 
+from components.metadata_keys import PERFORMANCE_PROPERTY_PREFIX, TRAINER_CONFIG_KEY
 from components.trainer import runtime
 from components.trainer.checkpoints import stable_checkpoint_dir
 from components.trainer.config import TrainerConfig
@@ -22,9 +23,7 @@ from components.trainer.report import read_report, write_report
 from components.trainer.train import train
 from components.transform_module import label_names, normalization_from_transform
 
-TRAINER_CONFIG_KEY = "trainer_config"  # custom_config key: TrainerConfig as JSON
 METRICS_FILE = "training_metrics.json"
-REPORT_PROPERTY_PREFIX = "perf_"  # Model artifact custom properties holding the report
 
 
 def trainer_config_to_json(config: TrainerConfig) -> str:
@@ -100,7 +99,7 @@ class TrainerExecutor(GenericExecutor):
 def record_report(artifact, report: dict) -> None:
     """Numbers as float/int custom properties, everything else as strings, each name prefixed."""
     for key, value in sorted(report.items()):
-        name = REPORT_PROPERTY_PREFIX + key
+        name = PERFORMANCE_PROPERTY_PREFIX + key
         if isinstance(value, bool):
             artifact.set_int_custom_property(name, int(value))
         elif isinstance(value, int):

@@ -109,10 +109,11 @@ def log_run_summary(
     and returned (Airflow keeps it as the task's XCom). Fails when a component task did not
     succeed: this task runs whatever happened upstream, and as the DAG's last task it decides the
     run's state."""
+    from pipeline.lineage import run_record
     from pipeline.local_runner import open_store
 
     task_states = {task.task_id: task.state for task in dag_run.get_task_instances()}
-    recorded = summarize_run(open_store(metadata_path), pipeline_name, ti.run_id)
+    recorded = run_record(open_store(metadata_path), pipeline_name, ti.run_id)
     summary = dataclasses.asdict(recorded)
     for component in summary["components"]:  # the legacy launcher leaves a failure 'running'
         if task_states.get(component["node"]) == "failed":
@@ -137,19 +138,6 @@ def log_run_summary(
     if unsuccessful:
         raise RuntimeError(f"run {ti.run_id} did not complete: {', '.join(unsuccessful)}")
     return summary
-
-
-def summarize_run(store, pipeline_name: str, run_id: str):
-    """lineage.PipelineRun of one Airflow run. TFX's Airflow runner records TFX's legacy
-    contexts: a 'run' context named <pipeline>.<run_id>, and the component id on each execution."""
-    from pipeline.lineage import summarize_executions
-
-    run = store.get_context_by_type_and_name("run", f"{pipeline_name}.{run_id}")
-    if run is None:
-        raise LookupError(f"no run {run_id!r} of pipeline {pipeline_name!r} in ML Metadata")
-    executions = sorted(store.get_executions_by_context(run.id), key=lambda e: e.id)
-    nodes = [execution.properties["component_id"].string_value for execution in executions]
-    return summarize_executions(store, run_id, pipeline_name, executions, nodes)
 
 
 def _file_name(run_id: str) -> str:

@@ -14,7 +14,7 @@ import dataclasses
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.image_example_gen import INPUT_FINGERPRINT_PROPERTY
+from components.metadata_keys import INPUT_FINGERPRINT_PROPERTY
 from data_prep.sources import input_fingerprint, list_sources
 
 EXAMPLE_GEN_NODE = "ImageExampleGen"

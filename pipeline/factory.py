@@ -17,11 +17,12 @@ import components
 from components.anomalies_gate import AnomaliesGate
 from components.evaluation_report import EvaluationReportGen
 from components.image_example_gen import ImageExampleGen
+from components.metadata_keys import CODE_FINGERPRINT_KEY, TRAINER_CONFIG_KEY
 from components.model_card import ModelCardGen
 from components.serving_check import ServingCheck
 from components.tflite_export import TFLiteExport
 from components.trainer.export import EXAMPLES_SIGNATURE
-from components.trainer_module import TRAINER_CONFIG_KEY, TrainerExecutor, trainer_config_to_json
+from components.trainer_module import TrainerExecutor, trainer_config_to_json
 from components.transform_module import IMAGE_SIZE_KEY
 from data_prep import features
 from pipeline.baseline_strategy import (
@@ -133,7 +134,7 @@ def create_pipeline(
         splits_config=tfx.proto.SplitsConfig(analyze=["train"]),
         custom_config={
             IMAGE_SIZE_KEY: config.trainer.image_size,
-            "code_fingerprint": code_fingerprint,
+            CODE_FINGERPRINT_KEY: code_fingerprint,
         },
     )
     transform.add_upstream_node(anomalies_gate)  # no statistics from data that failed validation
@@ -148,7 +149,7 @@ def create_pipeline(
         eval_args=tfx.proto.EvalArgs(splits=["eval"]),
         custom_config={
             TRAINER_CONFIG_KEY: trainer_config_to_json(config.trainer),
-            "code_fingerprint": code_fingerprint,
+            CODE_FINGERPRINT_KEY: code_fingerprint,
         },
     )
     baseline = baseline_resolver(trainer.outputs["model"])

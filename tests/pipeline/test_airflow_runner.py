@@ -99,13 +99,13 @@ def _airflow(env, *args, check=True) -> str:
 
 
 def _summary(root, logical_date):
-    from pipeline.airflow_runner import summarize_run
+    from pipeline.lineage import run_record
     from pipeline.local_runner import open_store
 
     run_id = f"manual__{logical_date}T00:00:00+00:00"
     store = open_store(str(root / "build" / "tfx" / "metadata.db"))
     written = root / "build" / "tfx" / SUMMARIES_DIR / f"manual__{logical_date}T00_00_00_00_00.json"
-    return summarize_run(store, "imgpipe", run_id), json.loads(written.read_text())
+    return run_record(store, "imgpipe", run_id), json.loads(written.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +179,27 @@ def test_images_added_before_the_next_run_are_ingested_as_span_2(two_runs):
     # Against the first run's model as its baseline (runlocal learns nothing, so either outcome).
     assert second.blessed is not None and (second.pushed_to is not None) == second.blessed
     assert second.pushed_to != first.pushed_to
+
+
+@pytest.mark.slow
+def test_airflow_runs_are_listed_like_local_runs_each_with_its_own_model(airflow_env, two_runs):
+    from pipeline.lineage import list_runs, model_lineage
+    from pipeline.local_runner import open_store
+
+    _, root = airflow_env
+    (first, _), (second, _) = two_runs
+    store = open_store(str(root / "build" / "tfx" / "metadata.db"))
+    listed = {run.run_id: run for run in list_runs(store, "imgpipe")}
+    assert {first.run_id, second.run_id} <= set(listed)
+    assert {c.node for c in listed[second.run_id].components} == {
+        *COMPONENTS,
+        "baseline_model_resolver",
+    }
+    # The legacy resolver publishes the baseline (the first run's model) as an OUTPUT under the
+    # key 'model': the second run's record still names the model its own Trainer made.
+    assert second.model_id != first.model_id
+    trainer = model_lineage(store, second.model_id).trainer
+    assert trainer.component == "Trainer" and trainer.runs == (second.run_id,)
 
 
 @pytest.mark.slow

@@ -1,0 +1,30 @@
+"""The names imgpipe's components write into ML Metadata and the lineage package reads back:
+artifact type names, custom property names and custom_config keys, defined once for writer and
+reader. No TFX import here, so `imgpipe runs` and `imgpipe lineage` can name what they look for
+without loading TensorFlow; tests/components/test_metadata_keys.py proves the names restated from
+TFX equal TFX's own constants."""
+
+# imgpipe's own artifact types.
+INGEST_REPORT_TYPE = "imgpipe.IngestReport"
+EVALUATION_REPORT_TYPE = "imgpipe.EvaluationReport"
+TFLITE_MODEL_TYPE = "imgpipe.TFLiteModel"
+MODEL_CARD_TYPE = "imgpipe.ModelCard"
+
+# IngestReport custom properties: the ingest's counts, and the label map as JSON.
+INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")
+LABEL_MAP_PROPERTY = "label_map"
+# Examples custom property: runners compare it to number the next span.
+INPUT_FINGERPRINT_PROPERTY = "input_fingerprint"
+# ModelCard custom property: the folder the card was placed in beside the pushed model.
+PLACED_AT_PROPERTY = "placed_at"
+# Model custom properties carrying the Trainer's performance report start with this.
+PERFORMANCE_PROPERTY_PREFIX = "perf_"
+
+# custom_config keys.
+CODE_FINGERPRINT_KEY = "code_fingerprint"
+TRAINER_CONFIG_KEY = "trainer_config"
+
+# TFX's own names (restated: importing TFX loads TensorFlow).
+BLESSED_PROPERTY = "blessed"  # tfx.components.evaluator.constants.ARTIFACT_PROPERTY_BLESSED_KEY
+PUSHED_PROPERTY = "pushed"  # tfx.components.pusher.executor._PUSHED_KEY
+PUSHED_DESTINATION_PROPERTY = "pushed_destination"  # ..._PUSHED_DESTINATION_KEY

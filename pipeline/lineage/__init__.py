@@ -1,0 +1,58 @@
+"""Answers from ML Metadata, one subject per module: store (the graph walks rest on), runs, models
+(upstream and downstream lineage), diff (what changed between runs), images (which datasets used
+an image) and metrics (TFMA readers). Results are plain dataclasses (JSON via dataclasses.asdict);
+pipeline/lineage_format.py turns them into tables. This package's public names are re-exported
+here for callers that ask one question."""
+
+from pipeline.lineage.diff import Change, RunDiff, diff_runs, run_facts
+from pipeline.lineage.images import ImageLineage, ImageMatch, image_lineage
+from pipeline.lineage.metrics import eval_accuracy, per_class_metrics
+from pipeline.lineage.models import (
+    Dataset,
+    Evaluation,
+    ExamplesLineage,
+    ModelLineage,
+    TrainedModel,
+    examples_lineage,
+    find_model,
+    latest_pushed_model,
+    model_lineage,
+)
+from pipeline.lineage.runs import (
+    ComponentRun,
+    PipelineRun,
+    find_run,
+    list_runs,
+    run_record,
+)
+from pipeline.lineage.store import ArtifactRecord, Edge, ExecutionRecord, LineageError
+
+__all__ = [
+    "ArtifactRecord",
+    "Change",
+    "ComponentRun",
+    "Dataset",
+    "Edge",
+    "Evaluation",
+    "ExamplesLineage",
+    "ExecutionRecord",
+    "ImageLineage",
+    "ImageMatch",
+    "LineageError",
+    "ModelLineage",
+    "PipelineRun",
+    "RunDiff",
+    "TrainedModel",
+    "diff_runs",
+    "eval_accuracy",
+    "examples_lineage",
+    "find_model",
+    "find_run",
+    "image_lineage",
+    "latest_pushed_model",
+    "list_runs",
+    "model_lineage",
+    "per_class_metrics",
+    "run_facts",
+    "run_record",
+]

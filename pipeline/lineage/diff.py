@@ -1,0 +1,105 @@
+"""What changed between two runs: each run's settings, code, data, metrics and outcome,
+flattened to section.key -> value and compared."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ml_metadata.metadata_store import metadata_store
+
+from components import metadata_keys
+from pipeline.lineage.metrics import eval_accuracy
+from pipeline.lineage.models import read_dataset
+from pipeline.lineage.runs import PipelineRun, find_run, list_runs
+from pipeline.lineage.store import MetadataGraph, custom_config, parsed_json
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    section: str  # config, code, data, metrics, outcome, artifacts, components
+    key: str
+    a: object
+    b: object
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDiff:
+    run_a: str
+    run_b: str
+    changes: tuple[Change, ...]
+    unchanged: int
+
+
+_SECTIONS = ("config", "code", "data", "metrics", "outcome", "artifacts", "components")
+
+
+def _flatten(prefix: str, value, into: dict) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flatten(f"{prefix}.{key}", inner, into)
+    elif isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
+        for index, inner in enumerate(value):
+            _flatten(f"{prefix}[{index}]", inner, into)
+    else:
+        into[prefix] = value
+
+
+def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str, object]:
+    """What a run was made of, flattened to section.key -> value, for comparing runs."""
+    graph = MetadataGraph(store)
+    facts: dict[str, object] = {}
+    for component in run.components:
+        facts[f"components.{component.node}"] = component.state
+        execution = graph.store.get_executions_by_id([component.execution_id])[0]
+        record = graph.execution(execution)
+        properties = record.properties
+        custom = custom_config(record)
+        if graph.outputs(execution.id, "examples"):
+            _flatten("config.ingest", properties.get("ingest_config", {}), facts)
+            dataset = read_dataset(graph, graph.outputs(execution.id, "examples")[0], None)
+            facts["data.input"] = dataset.input
+            facts["data.input_fingerprint"] = dataset.input_fingerprint
+            _flatten("data.files", dataset.totals, facts)
+            _flatten("data.split", dataset.split_counts, facts)
+            facts["data.classes"] = ", ".join(sorted(dataset.label_map))
+            facts["data.span"] = dataset.span
+            facts["artifacts.examples"] = dataset.examples.id
+        if graph.outputs(execution.id, "transform_graph"):
+            config = {k: v for k, v in custom.items() if k != metadata_keys.CODE_FINGERPRINT_KEY}
+            _flatten("config.transform", config, facts)
+            facts["code.transform_module"] = properties.get("module_path")
+            facts["artifacts.transform_graph"] = graph.outputs(execution.id, "transform_graph")[
+                0
+            ].id
+        models = graph.outputs(execution.id, "model")
+        if models:
+            _flatten(
+                "config.trainer",
+                parsed_json(custom.get(metadata_keys.TRAINER_CONFIG_KEY, {})),
+                facts,
+            )
+            facts["code.fingerprint"] = custom.get(metadata_keys.CODE_FINGERPRINT_KEY)
+            facts["code.trainer_module"] = properties.get("module_path")
+            facts["artifacts.model"] = models[0].id
+        evaluations = graph.outputs(execution.id, "evaluation")
+        if evaluations:
+            _flatten("config.eval", properties.get("eval_config", {}), facts)
+            facts["metrics.eval_accuracy"] = eval_accuracy(evaluations[0].uri)
+    facts["outcome.blessed"] = run.blessed
+    facts["outcome.pushed_to"] = run.pushed_to
+    return facts
+
+
+def diff_runs(
+    store: metadata_store.MetadataStore, run_a: str, run_b: str, pipeline: str | None = None
+) -> RunDiff:
+    runs = list_runs(store, pipeline, metrics=False)
+    first, second = find_run(runs, run_a), find_run(runs, run_b)
+    a, b = run_facts(store, first), run_facts(store, second)
+    changes = [
+        Change(key.split(".", 1)[0], key.split(".", 1)[1], a.get(key), b.get(key))
+        for key in set(a) | set(b)
+        if a.get(key) != b.get(key)
+    ]
+    changes.sort(key=lambda c: (_SECTIONS.index(c.section), c.key))
+    return RunDiff(first.run_id, second.run_id, tuple(changes), len(set(a) | set(b)) - len(changes))

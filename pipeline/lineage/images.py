@@ -1,0 +1,105 @@
+"""Which datasets (and so which models) included an image, by path or by content, through each
+dataset's source index."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+
+from ml_metadata.metadata_store import metadata_store
+
+from pipeline.lineage.models import TrainedModel, models_trained_on
+from pipeline.lineage.store import MetadataGraph, same_file
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageMatch:
+    examples_id: int
+    span: int | None
+    match: str  # e.g. "path and bytes", "path only (the file changed since)", "bytes only ..."
+    path: str  # as recorded in the dataset
+    sha256: str
+    split: str
+    label: str
+    shard: str
+    models: tuple[TrainedModel, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageLineage:
+    query: str
+    sha256: str | None  # of the file now; None when it cannot be read
+    matches: tuple[ImageMatch, ...]
+    unindexed_examples: tuple[int, ...]  # datasets ingested before source indexes existed
+
+
+def _sha256(path: str) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _how_matched(same_path: bool, digest: str | None, row: dict) -> str:
+    if not same_path:
+        return f"bytes only (recorded as {row['path']})"
+    if digest is None:
+        return "path (the file is not readable here)"
+    return "path and bytes" if row["sha256"] == digest else "path only (the file changed since)"
+
+
+def image_lineage(store: metadata_store.MetadataStore, path: str) -> ImageLineage:
+    """Which datasets (and so which models) included an image, by path or by content.
+
+    Reads each dataset's source index (one line per accepted image, written by the ingest beside
+    its report), never the shards. A dataset matches when it recorded the same file (its full
+    path, or the path relative to the input as given) or the same bytes under any name.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    from data_prep.ingest import IngestOutputs, read_source_index
+
+    graph = MetadataGraph(store)
+    digest = _sha256(path)
+    relative = path.replace(os.sep, "/")
+    matches, unindexed = [], []
+    for examples in graph.artifacts_of_type("Examples"):
+        producer = graph.producer(examples.id, "examples")
+        if producer is None:  # not an ExampleGen's dataset (e.g. Transform's materialized output)
+            continue
+        reports = graph.outputs(producer.id, "ingest_report")
+        index_path = IngestOutputs.under(reports[0].uri).source_index_path if reports else None
+        if index_path is None or not FileSystems.exists(index_path):
+            unindexed.append(examples.id)
+            continue
+        rows = [
+            row
+            for row in read_source_index(index_path)
+            if row["sha256"] == digest or row["path"] == relative or same_file(row["uri"], path)
+        ]
+        if not rows:
+            continue
+        models = models_trained_on(graph, examples.id)
+        span = graph.record(examples).properties.get("span")
+        for row in rows:
+            same_path = row["path"] == relative or same_file(row["uri"], path)
+            match = _how_matched(same_path, digest, row)
+            matches.append(
+                ImageMatch(
+                    examples.id,
+                    span,
+                    match,
+                    row["path"],
+                    row["sha256"],
+                    row["split"],
+                    row["label"],
+                    row["shard"],
+                    models,
+                )
+            )
+    return ImageLineage(path, digest, tuple(matches), tuple(unindexed))

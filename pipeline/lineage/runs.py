@@ -1,0 +1,327 @@
+"""The pipeline's runs: one record per run (components, data, metrics, outcome), for the run
+summary, `imgpipe runs` and the Airflow summary task alike."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
+
+from components import metadata_keys
+from pipeline.lineage.metrics import eval_accuracy, per_class_metrics
+from pipeline.lineage.store import (
+    LEGACY_COMPONENT_PROPERTY,
+    LEGACY_PIPELINE_PROPERTY,
+    LEGACY_RUN_CONTEXT,
+    LEGACY_RUN_ID_PROPERTY,
+    NODE_CONTEXT,
+    OUTPUT_EVENTS,
+    PIPELINE_RUN_CONTEXT,
+    RESOLVER_EXECUTION_TYPE,
+    STATES,
+    LineageError,
+    MetadataGraph,
+    iso_time,
+    plain_properties,
+    plain_value,
+    read_json,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentRun:
+    node: str
+    state: str
+    seconds: float
+    execution_id: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineRun:
+    run_id: str
+    pipeline: str
+    started: str
+    seconds: float
+    status: str  # complete, failed, running
+    components: tuple[ComponentRun, ...]
+    eval_accuracy: float | None = None  # None when no evaluation belongs to the run
+    blessed: bool | None = None
+    pushed_to: str | None = None  # the pushed model's folder; None when nothing was pushed
+    pushed_model_id: int | None = None
+    model_id: int | None = None
+    examples_id: int | None = None
+    span: int | None = None  # the data span the run used
+    new_data: bool | None = None  # True when this run ingested it (ImageExampleGen not cached)
+    class_names: tuple[str, ...] = ()  # by label id, from the ingest's label map
+    # Files found, accepted, rejected and ignored by the ingest, and its report's path.
+    ingest_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    ingest_report: str | None = None
+    # Eval precision and recall of each class, by label id (read with the accuracy).
+    per_class: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # ServingCheck: blessed, load_seconds, latency_p50_ms, latency_p99_ms, problems (if refused).
+    serving_check: dict | None = None
+    # EvaluationReportGen: accuracy, macro_f1, per_class, most_confused, misclassified_count, uri.
+    evaluation: dict | None = None
+    # TFLiteExport: saved_model_accuracy and <float32|float16>_accuracy_gap_points.
+    tflite: dict | None = None
+    model_card: str | None = None  # folder holding model_card.json/.md (the pushed model's)
+    # The Trainer's performance report (images/s, step time, ...) from the Model's properties.
+    training_performance: dict | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _RunMembers:
+    """One pipeline run as the store records it: its id, pipeline and executions, each execution
+    with its node id."""
+
+    run_id: str
+    pipeline: str
+    created: int
+    executions: list[mlmd_pb2.Execution]
+    node_of: dict[int, tuple[str, str]]  # execution id -> (pipeline, node id)
+
+
+def _runs_in_store(graph: MetadataGraph) -> list[_RunMembers]:
+    """Every run, whichever orchestrator recorded it: the IR-based runners (local, Kubeflow V2 /
+    Vertex) put executions in a 'pipeline_run' context and a 'node' context per component; TFX's
+    legacy runner (Airflow) puts them in a 'run' context and names the component on the execution
+    itself."""
+    node_of = {}
+    for node in graph.store.get_contexts_by_type(NODE_CONTEXT):
+        pipeline_name, _, node_id = node.name.partition(".")
+        for execution in graph.store.get_executions_by_context(node.id):
+            node_of[execution.id] = (pipeline_name, node_id)
+    runs = []
+    for context in graph.store.get_contexts_by_type(PIPELINE_RUN_CONTEXT):
+        executions = sorted(graph.store.get_executions_by_context(context.id), key=lambda e: e.id)
+        names = {node_of[e.id][0] for e in executions if e.id in node_of}
+        pipeline = min(names) if names else "?"
+        runs.append(
+            _RunMembers(
+                context.name, pipeline, context.create_time_since_epoch, executions, node_of
+            )
+        )
+    for context in graph.store.get_contexts_by_type(LEGACY_RUN_CONTEXT):
+        executions = sorted(graph.store.get_executions_by_context(context.id), key=lambda e: e.id)
+        pipeline = context.properties[LEGACY_PIPELINE_PROPERTY].string_value
+        legacy_nodes = {
+            e.id: (pipeline, e.properties[LEGACY_COMPONENT_PROPERTY].string_value)
+            for e in executions
+        }
+        runs.append(
+            _RunMembers(
+                context.properties[LEGACY_RUN_ID_PROPERTY].string_value,
+                pipeline,
+                context.create_time_since_epoch,
+                executions,
+                legacy_nodes,
+            )
+        )
+    return sorted(runs, key=lambda run: (run.created, run.run_id), reverse=True)
+
+
+def _outputs_by_key(events: list[mlmd_pb2.Event]) -> dict[int, dict[str, list[int]]]:
+    """execution id -> output key -> artifact ids."""
+    found: dict[int, dict[str, list[int]]] = {}
+    for event in events:
+        if event.type in OUTPUT_EVENTS:
+            key = next((s.key for s in event.path.steps if s.HasField("key")), "")
+            found.setdefault(event.execution_id, {}).setdefault(key, []).append(event.artifact_id)
+    return found
+
+
+# The outputs a run summary reads: name -> (output key, the artifact type it must have); the
+# type tells the Evaluator's ModelBlessing from the ServingCheck's InfraBlessing (both 'blessing').
+_RUN_OUTPUTS = {
+    "examples": ("examples", "Examples"),
+    "model": ("model", "Model"),
+    "blessing": ("blessing", "ModelBlessing"),
+    "serving_check": ("blessing", "InfraBlessing"),
+    "evaluation": ("evaluation", "ModelEvaluation"),
+    "pushed_model": ("pushed_model", "PushedModel"),
+    "ingest_report": ("ingest_report", metadata_keys.INGEST_REPORT_TYPE),
+    "tflite": ("tflite", metadata_keys.TFLITE_MODEL_TYPE),
+    "readable_evaluation": ("report", metadata_keys.EVALUATION_REPORT_TYPE),
+    "model_card": ("model_card", metadata_keys.MODEL_CARD_TYPE),
+}
+
+
+def _status(states: list[str]) -> str:
+    if "failed" in states:
+        return "failed"
+    if {"running", "new"} & set(states):
+        return "running"
+    return "complete"
+
+
+def list_runs(
+    store: metadata_store.MetadataStore,
+    pipeline: str | None = None,
+    metrics: bool = True,
+    limit: int | None = None,
+) -> list[PipelineRun]:
+    """Pipeline runs (of one pipeline, when named), newest first; at most `limit` of them.
+    metrics=False leaves eval_accuracy unread (reading it loads TFMA)."""
+    graph = MetadataGraph(store)
+    runs = []
+    for members in _runs_in_store(graph):
+        if not members.executions or pipeline not in (None, members.pipeline):
+            continue
+        runs.append(_summarize(graph, members, metrics))
+        if limit is not None and len(runs) == limit:
+            break
+    if not runs:
+        where = f"of pipeline {pipeline!r} " if pipeline else ""
+        raise LineageError(f"no runs {where}in this metadata store")
+    return runs
+
+
+def run_record(store: metadata_store.MetadataStore, pipeline: str, run_id: str) -> PipelineRun:
+    """One run's record by its run id (an Airflow run id, or a local run's timestamp id)."""
+    graph = MetadataGraph(store)
+    for members in _runs_in_store(graph):
+        if members.pipeline == pipeline and members.run_id == run_id and members.executions:
+            return _summarize(graph, members, metrics=True)
+    raise LineageError(f"no run {run_id!r} of pipeline {pipeline!r} in this metadata store")
+
+
+def _summarize(graph: MetadataGraph, members: _RunMembers, metrics: bool) -> PipelineRun:
+    executions, node_of = members.executions, members.node_of
+    components = tuple(
+        ComponentRun(
+            node_of.get(e.id, ("", "?"))[1],
+            STATES.get(e.last_known_state, "unknown"),
+            (e.last_update_time_since_epoch - e.create_time_since_epoch) / 1000,
+            e.id,
+        )
+        for e in executions
+    )
+    makers = [
+        e.id for e in executions if graph.execution_types[e.type_id] != RESOLVER_EXECUTION_TYPE
+    ]
+    outputs = _outputs_by_key(graph.store.get_events_by_execution_ids(makers))
+    produced = {  # live ones only: a failed execution leaves pending outputs behind
+        artifact.id: graph.artifact_types[artifact.type_id]
+        for artifact in graph.store.get_artifacts_by_id(
+            [i for by_key in outputs.values() for ids in by_key.values() for i in ids]
+        )
+        if artifact.state == mlmd_pb2.Artifact.LIVE
+    }
+    first: dict[str, int] = {}  # e.g. 'blessing' -> the ModelBlessing, not the InfraBlessing
+    for execution_id in sorted(outputs):
+        for key, ids in outputs[execution_id].items():
+            for name, (output_key, type_name) in _RUN_OUTPUTS.items():
+                if key == output_key and produced.get(ids[0]) == type_name:
+                    first.setdefault(name, ids[0])
+    outcome = {}
+    if "blessing" in first:
+        blessing = graph.artifact(first["blessing"])
+        if metadata_keys.BLESSED_PROPERTY in blessing.custom_properties:
+            outcome["blessed"] = bool(
+                blessing.custom_properties[metadata_keys.BLESSED_PROPERTY].int_value
+            )
+    if "evaluation" in first and metrics:
+        evaluation_uri = graph.artifact(first["evaluation"]).uri
+        outcome["eval_accuracy"] = eval_accuracy(evaluation_uri)
+        outcome["per_class"] = per_class_metrics(evaluation_uri)
+    outcome.update(_data(graph, first, components, outputs))
+    outcome.update(_model_reports(graph, first))
+    if "pushed_model" in first:
+        pushed = graph.artifact(first["pushed_model"])
+        if pushed.custom_properties[metadata_keys.PUSHED_PROPERTY].int_value:
+            outcome["pushed_to"] = pushed.custom_properties[
+                metadata_keys.PUSHED_DESTINATION_PROPERTY
+            ].string_value
+            outcome["pushed_model_id"] = pushed.id
+    started = min(e.create_time_since_epoch for e in executions)
+    ended = max(e.last_update_time_since_epoch for e in executions)
+    return PipelineRun(
+        run_id=members.run_id,
+        pipeline=members.pipeline,
+        started=iso_time(started),
+        seconds=(ended - started) / 1000,
+        status=_status([c.state for c in components]),
+        components=components,
+        model_id=first.get("model"),
+        examples_id=first.get("examples"),
+        **outcome,
+    )
+
+
+def _data(graph: MetadataGraph, first: dict[str, int], components, outputs) -> dict:
+    """The span the run used, whether it ingested it, and the ingest's accounting."""
+    from data_prep.ingest import IngestOutputs
+
+    data = {}
+    if "examples" in first:
+        data["span"] = graph.artifact(first["examples"]).properties["span"].int_value
+        producers = {
+            e for e, by_key in outputs.items() if first["examples"] in by_key.get("examples", [])
+        }
+        data["new_data"] = any(c.state == "ran" for c in components if c.execution_id in producers)
+    if "ingest_report" in first:
+        report = graph.artifact(first["ingest_report"])
+        label_map = json.loads(
+            report.custom_properties[metadata_keys.LABEL_MAP_PROPERTY].string_value
+        )
+        data["class_names"] = tuple(sorted(label_map, key=label_map.get))
+        data["ingest_counts"] = {
+            name: report.custom_properties[name].int_value
+            for name in metadata_keys.INGEST_COUNTS
+            if name in report.custom_properties
+        }
+        data["ingest_report"] = IngestOutputs.under(report.uri).report_path
+    return data
+
+
+def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
+    """The training performance report, serving check, TFLite comparison, readable evaluation
+    and model card of a run."""
+    reports = {}
+    if "model" in first:
+        model = graph.artifact(first["model"])
+        performance = {
+            name.removeprefix(metadata_keys.PERFORMANCE_PROPERTY_PREFIX): plain_value(value)
+            for name, value in model.custom_properties.items()
+            if name.startswith(metadata_keys.PERFORMANCE_PROPERTY_PREFIX)
+        }
+        reports["training_performance"] = performance or None
+    if "serving_check" in first:
+        check = plain_properties(graph.artifact(first["serving_check"]))
+        reports["serving_check"] = {**check, "blessed": bool(check.get("blessed"))}
+    if "tflite" in first:
+        reports["tflite"] = plain_properties(graph.artifact(first["tflite"]))
+    if "readable_evaluation" in first:
+        from components.evaluation_report import REPORT_FILE
+
+        uri = graph.artifact(first["readable_evaluation"]).uri
+        report = read_json(os.path.join(uri, REPORT_FILE))
+        keys = ("accuracy", "macro_f1", "per_class", "most_confused", "misclassified_count")
+        reports["evaluation"] = {**{key: report.get(key) for key in keys}, "uri": uri}
+    if "model_card" in first:
+        card = graph.artifact(first["model_card"])
+        placed = card.custom_properties.get(metadata_keys.PLACED_AT_PROPERTY)
+        reports["model_card"] = placed.string_value if placed else card.uri
+    return reports
+
+
+def find_run(runs: list[PipelineRun], spec: str) -> PipelineRun:
+    """A run by id, unique id prefix, `latest` or `latest~N` (N runs before the latest)."""
+    if spec == "latest" or spec.startswith("latest~"):
+        back = spec.partition("~")[2] or "0"
+        if not back.isdigit():
+            raise LineageError(f"{spec!r}: write latest~N with a whole number N")
+        if int(back) >= len(runs):
+            raise LineageError(f"{spec!r}: only {len(runs)} run(s) in this metadata store")
+        return runs[int(back)]
+    found = [run for run in runs if run.run_id == spec] or [
+        run for run in runs if run.run_id.startswith(spec)
+    ]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise LineageError(f"no run {spec!r}; `imgpipe runs` lists the run ids")
+    raise LineageError(f"{spec!r} matches {len(found)} runs; give more of the run id")

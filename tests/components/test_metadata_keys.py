@@ -1,0 +1,23 @@
+"""The names lineage reads are the names the components (and TFX) write."""
+
+from tfx.components.evaluator import constants as evaluator_constants
+from tfx.components.pusher import executor as pusher_executor
+
+from components import metadata_keys
+from components.evaluation_report import EvaluationReport
+from components.image_example_gen import IngestReport
+from components.model_card import ModelCard
+from components.tflite_export import TFLiteModel
+
+
+def test_tfx_names_restated_without_importing_tfx_equal_tfx_constants():
+    assert metadata_keys.BLESSED_PROPERTY == evaluator_constants.ARTIFACT_PROPERTY_BLESSED_KEY
+    assert metadata_keys.PUSHED_PROPERTY == pusher_executor._PUSHED_KEY
+    assert metadata_keys.PUSHED_DESTINATION_PROPERTY == pusher_executor._PUSHED_DESTINATION_KEY
+
+
+def test_artifact_types_are_the_components_own():
+    assert IngestReport.TYPE_NAME == metadata_keys.INGEST_REPORT_TYPE
+    assert EvaluationReport.TYPE_NAME == metadata_keys.EVALUATION_REPORT_TYPE
+    assert TFLiteModel.TYPE_NAME == metadata_keys.TFLITE_MODEL_TYPE
+    assert ModelCard.TYPE_NAME == metadata_keys.MODEL_CARD_TYPE
