@@ -34,6 +34,8 @@ _STATES = {
     mlmd_pb2.Execution.CACHED: "cached",
     mlmd_pb2.Execution.CANCELED: "canceled",
 }
+# imgpipe's own custom properties on a pipeline_run context: pid, host, config_file.
+RUN_RECORD_PREFIX = "imgpipe_"
 # Properties TFX puts on every artifact and execution; they answer nothing.
 _BOOKKEEPING = frozenset({"tfx_version", "is_external", "state", "name", "producer_component"})
 
@@ -93,7 +95,7 @@ class PipelineRun:
     pipeline: str
     started: str
     seconds: float
-    status: str  # complete, failed, running
+    status: str  # complete, failed, interrupted, running
     components: tuple[ComponentRun, ...]
     eval_accuracy: float | None = None  # None when no evaluation belongs to the run
     blessed: bool | None = None
@@ -440,6 +442,8 @@ INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")  # IngestReport cus
 def _status(states: list[str]) -> str:
     if "failed" in states:
         return "failed"
+    if "canceled" in states:  # stopped by Ctrl-C or SIGTERM (local_runner marks them)
+        return "interrupted"
     if {"running", "new"} & set(states):
         return "running"
     return "complete"
@@ -470,6 +474,17 @@ def list_runs(
         where = f"of pipeline {pipeline!r} " if pipeline else ""
         raise LineageError(f"no runs {where}in this metadata store")
     return runs
+
+
+def summarize_run(store: metadata_store.MetadataStore, run_id: str) -> PipelineRun:
+    """One run, by its pipeline_run context's name (the id a runner gave it)."""
+    graph = _Graph(store)
+    context = store.get_context_by_type_and_name("pipeline_run", run_id)
+    executions = store.get_executions_by_context(context.id) if context else []
+    if not executions:
+        raise LineageError(f"no run {run_id!r} in this metadata store")
+    _, node_of = _run_executions(graph)
+    return _summarize(graph, run_id, sorted(executions, key=lambda e: e.id), node_of, True)
 
 
 def summarize_executions(
@@ -872,6 +887,10 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
         if evaluations:
             _flatten("config.eval", properties.get("eval_config", {}), facts)
             facts["metrics.eval_accuracy"] = eval_accuracy(evaluations[0].uri)
+    context = store.get_context_by_type_and_name("pipeline_run", run.run_id)
+    config_file = context and context.custom_properties.get(RUN_RECORD_PREFIX + "config_file")
+    if config_file:  # the settings the run's config file gave, as JSON
+        _flatten("config.file", json.loads(config_file.string_value), facts)
     facts["outcome.blessed"] = run.blessed
     facts["outcome.pushed_to"] = run.pushed_to
     return facts
