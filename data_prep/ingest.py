@@ -72,7 +72,7 @@ class _InspectBundle(beam.DoFn):
         self._total = total_files
 
     def setup(self):
-        self._last_log = None
+        self._started, self._last_log = time.monotonic(), None
         self._done = 0
 
     def process(self, bundle: list[SourceFile]):
@@ -82,7 +82,12 @@ class _InspectBundle(beam.DoFn):
         if self._last_log is None or now - self._last_log >= self._LOG_EVERY_S:
             self._last_log = now
             progress.report(
-                LOGGER, "ingest", done=self._done, total=self._total, worker=os.getpid()
+                LOGGER,
+                "ingest",
+                done=self._done,
+                total=self._total,
+                seconds=now - self._started,
+                worker=os.getpid(),
             )
         yield outcomes
 

@@ -18,11 +18,13 @@ _LINE = re.compile(r"progress (?P<task>[a-z_]+)(?P<fields>(?: [a-z_]+=[-+.\w]+)+
 @dataclasses.dataclass(frozen=True)
 class ProgressEvent:
     task: str  # ingest, training
-    fields: dict[str, float]  # done and total, and what the task adds (loss, epoch, worker...)
+    # done and total; seconds (the producer's time for `done`, so a rate needs one event); what
+    # the task adds (worker, epoch, loss, ...).
+    fields: dict[str, float]
 
 
 def report(logger: logging.Logger, task: str, **fields: float) -> None:
-    """Logs one progress line at INFO; fields are numbers (done and total at least)."""
+    """Logs one progress line at INFO; fields are numbers (done, total and seconds at least)."""
     logger.info("progress %s %s", task, " ".join(f"{k}={v:.6g}" for k, v in fields.items()))
 
 

@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterator
 from typing import IO
 
+from absl import logging as absl_logging
+
 from data_prep import progress
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -53,18 +55,19 @@ class _Task:
 
     name: str
     total: float
-    started: float
-    done_by_worker: dict = dataclasses.field(default_factory=dict)
+    by_worker: dict = dataclasses.field(default_factory=dict)  # worker -> (done, seconds)
     last_plain: float = 0.0
     epoch: float = 0.0
     bar: object = None  # a tqdm bar on a terminal
 
     @property
     def done(self) -> float:
-        return sum(self.done_by_worker.values())
+        return sum(done for done, _ in self.by_worker.values())
 
-    def rate(self, now: float) -> float:
-        return self.done / max(now - self.started, 1e-6)
+    @property
+    def rate(self) -> float:
+        """Units per second, all workers together."""
+        return sum(done / seconds for done, seconds in self.by_worker.values() if seconds > 0)
 
 
 class Console:
@@ -106,8 +109,8 @@ class Console:
         fields = event.fields
         task = self._tasks.get(event.task)
         if task is None:
-            task = self._tasks[event.task] = _Task(event.task, fields["total"], now)
-        task.done_by_worker[fields.get("worker", 0)] = fields["done"]
+            task = self._tasks[event.task] = _Task(event.task, fields["total"])
+        task.by_worker[fields.get("worker", 0)] = (fields["done"], fields["seconds"])
         if self.live:
             self._draw_bar(task, fields)
             return
@@ -115,10 +118,10 @@ class Console:
         task.epoch = fields.get("epoch", 0)
         if new_epoch or task.done >= task.total or now - task.last_plain >= _PLAIN_EVERY_S:
             task.last_plain = now
-            self.say(f"  {self.component or event.task}: {self._describe(task, fields, now)}")
+            self.say(f"  {self.component or event.task}: {self._describe(task, fields)}")
 
-    def _describe(self, task: _Task, fields: dict, now: float) -> str:
-        rate = task.rate(now)
+    def _describe(self, task: _Task, fields: dict) -> str:
+        rate = task.rate
         eta = _duration((task.total - task.done) / rate) if rate > 0 else "?"
         if task.name == "ingest":
             return (
@@ -207,11 +210,16 @@ def capture(log_path: str, verbose: bool) -> Iterator[Console]:
             os.dup2(log_file.fileno(), fd)
     root.handlers = handlers
     root.setLevel(logging.INFO)
+    # absl's verbosity, not only the root level: a library that installs absl's handler (TF does,
+    # during the Trainer) resets the root level to it, which would hide TFX's component lines.
+    previous_verbosity = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.INFO)
     logging.captureWarnings(True)
     try:
         yield console
     finally:
         logging.captureWarnings(False)
+        absl_logging.set_verbosity(previous_verbosity)
         root.handlers, root.level = previous_handlers, previous_level
         sys.stdout.flush()
         sys.stderr.flush()

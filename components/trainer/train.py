@@ -145,8 +145,9 @@ def train(
                 progress.report(
                     logging.getLogger(__name__),
                     "training",
-                    done=step,
-                    total=total_steps,
+                    done=step - start_step,  # this process's steps: a resumed run's rate
+                    total=total_steps - start_step,
+                    seconds=time.perf_counter() - start,
                     epoch=math.ceil(step / steps_per_epoch),
                     epochs=config.epochs,
                     images_per_second=steps * step_batch / seconds,
