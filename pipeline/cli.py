@@ -329,8 +329,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
                 config_file=None if settings is None else json.dumps(settings),
             )
         except BaseException as error:  # noqa: BLE001 - each failure becomes one error line
-            if isinstance(error, KeyboardInterrupt):
-                shown.interrupted()
+            shown.stopped("stopped" if isinstance(error, KeyboardInterrupt) else "failed")
             logging.getLogger(__name__).exception("imgpipe run failed")
             failure = _failure(error, shown.component)
         finally:

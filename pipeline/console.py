@@ -98,11 +98,13 @@ class Console:
         self.say(f"  {component:<{_WIDTH}} {self._outcome:<7} {seconds:7.1f} s")
         self.component = None
 
-    def interrupted(self) -> None:
-        """Ends the bars and says where the run stopped (the error line follows)."""
+    def stopped(self, outcome: str) -> None:
+        """The run ended inside a component (`failed`, `stopped`): its end line (the error line
+        follows). The component is kept: the error line names it."""
         self._close_tasks()
         if self.component:
-            self.say(f"  {self.component:<{_WIDTH}} stopped")
+            seconds = time.time() - self._component_started
+            self.say(f"  {self.component:<{_WIDTH}} {outcome:<7} {seconds:7.1f} s")
 
     def progress(self, event: progress.ProgressEvent) -> None:
         now = time.time()
@@ -140,9 +142,14 @@ class Console:
         if task.bar is None:
             unit = "file" if task.name == "ingest" else "step"
             task.bar = tqdm(
-                total=task.total, desc=f"  {task.name}", unit=unit, file=self.out, leave=False
+                total=int(task.total),
+                initial=int(task.done),  # tqdm's rate and ETA count from here
+                desc=f"  {self.component or task.name}",
+                unit=unit,
+                file=self.out,
+                leave=False,
             )
-        task.bar.n = task.done
+        task.bar.n = int(task.done)
         if task.name == "training":
             task.bar.set_postfix_str(
                 f"epoch {fields['epoch']:.0f}/{fields['epochs']:.0f}, "

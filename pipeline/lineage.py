@@ -22,6 +22,8 @@ from google.protobuf import json_format
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
+from pipeline import run_guard
+
 HEADLINE_METRIC = "sparse_categorical_accuracy"
 PER_CLASS_METRICS = ("precision", "recall")
 _INPUT_EVENTS = (mlmd_pb2.Event.INPUT, mlmd_pb2.Event.DECLARED_INPUT)
@@ -34,8 +36,6 @@ _STATES = {
     mlmd_pb2.Execution.CACHED: "cached",
     mlmd_pb2.Execution.CANCELED: "canceled",
 }
-# imgpipe's own custom properties on a pipeline_run context: pid, host, config_file.
-RUN_RECORD_PREFIX = "imgpipe_"
 # Properties TFX puts on every artifact and execution; they answer nothing.
 _BOOKKEEPING = frozenset({"tfx_version", "is_external", "state", "name", "producer_component"})
 
@@ -439,14 +439,21 @@ _RUN_OUTPUTS = {
 INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")  # IngestReport custom properties
 
 
-def _status(states: list[str]) -> str:
-    if "failed" in states:
+def _status(states: list[str], recorded: str | None) -> str:
+    """From the executions' states and the state the local runner recorded on the run (None for
+    runs of other runners): a run killed between two components is failed, not complete."""
+    if "failed" in states or recorded == run_guard.FAILED:
         return "failed"
-    if "canceled" in states:  # stopped by Ctrl-C or SIGTERM (local_runner marks them)
+    if "canceled" in states or recorded == run_guard.INTERRUPTED:
         return "interrupted"
-    if {"running", "new"} & set(states):
+    if {"running", "new"} & set(states) or recorded == run_guard.RUNNING:
         return "running"
     return "complete"
+
+
+def _recorded_state(context: mlmd_pb2.Context | None) -> str | None:
+    value = context.custom_properties.get(run_guard.RUN_STATE) if context else None
+    return value.string_value if value else None
 
 
 def list_runs(
@@ -467,7 +474,9 @@ def list_runs(
         names = {node_of[e.id][0] for e in executions if e.id in node_of}
         if not executions or (pipeline is not None and pipeline not in names):
             continue
-        runs.append(_summarize(graph, context.name, executions, node_of, metrics))
+        runs.append(
+            _summarize(graph, context.name, executions, node_of, metrics, _recorded_state(context))
+        )
         if limit is not None and len(runs) == limit:
             break
     if not runs:
@@ -484,7 +493,8 @@ def summarize_run(store: metadata_store.MetadataStore, run_id: str) -> PipelineR
     if not executions:
         raise LineageError(f"no run {run_id!r} in this metadata store")
     _, node_of = _run_executions(graph)
-    return _summarize(graph, run_id, sorted(executions, key=lambda e: e.id), node_of, True)
+    executions = sorted(executions, key=lambda e: e.id)
+    return _summarize(graph, run_id, executions, node_of, True, _recorded_state(context))
 
 
 def summarize_executions(
@@ -500,7 +510,9 @@ def summarize_executions(
     return _summarize(_Graph(store), run_id, executions, node_of, metrics=True)
 
 
-def _summarize(graph: _Graph, run_id: str, executions, node_of, metrics: bool) -> PipelineRun:
+def _summarize(
+    graph: _Graph, run_id: str, executions, node_of, metrics: bool, recorded: str | None = None
+) -> PipelineRun:
     components = tuple(
         ComponentRun(
             node_of.get(e.id, ("", "?"))[1],
@@ -548,7 +560,7 @@ def _summarize(graph: _Graph, run_id: str, executions, node_of, metrics: bool) -
         pipeline=node_of.get(executions[0].id, ("?", ""))[0],
         started=_iso(started),
         seconds=(ended - started) / 1000,
-        status=_status([c.state for c in components]),
+        status=_status([c.state for c in components], recorded),
         components=components,
         model_id=first.get("model"),
         examples_id=first.get("examples"),
@@ -888,7 +900,7 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
             _flatten("config.eval", properties.get("eval_config", {}), facts)
             facts["metrics.eval_accuracy"] = eval_accuracy(evaluations[0].uri)
     context = store.get_context_by_type_and_name("pipeline_run", run.run_id)
-    config_file = context and context.custom_properties.get(RUN_RECORD_PREFIX + "config_file")
+    config_file = context and context.custom_properties.get(run_guard.RUN_CONFIG_FILE)
     if config_file:  # the settings the run's config file gave, as JSON
         _flatten("config.file", json.loads(config_file.string_value), facts)
     facts["outcome.blessed"] = run.blessed

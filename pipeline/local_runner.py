@@ -18,7 +18,7 @@ from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import take_snapshot
 from pipeline.factory import create_pipeline
-from pipeline.lineage import RUN_RECORD_PREFIX, PipelineRun, list_runs, summarize_run
+from pipeline.lineage import PipelineRun, list_runs, summarize_run
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -50,7 +50,7 @@ def run_local(
     pipeline, and summarizes this run (not the store's newest) from ML Metadata.
 
     config_file: the settings the run's config file gave (JSON), recorded with the run. A
-    Ctrl-C (KeyboardInterrupt) marks the run's unfinished executions CANCELED and propagates.
+    Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates.
     """
     config.validate()
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
@@ -66,33 +66,19 @@ def run_local(
         runtime_parameter_utils.substitute_runtime_parameter(
             ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
         )
-        record = {"pid": holder.pid, "host": holder.host}
-        if config_file is not None:
-            record["config_file"] = config_file
+        run_guard.begin_run(store, run_id, config.name, holder, config_file)
+        state, reason = run_guard.FAILED, None
         try:
             with _argv_for_libraries():
                 tfx.orchestration.LocalDagRunner().run_with_ir(ir)
+            state = run_guard.COMPLETE
         except KeyboardInterrupt:
+            state = run_guard.INTERRUPTED
             reason = f"interrupted (Ctrl-C or SIGTERM) in {holder.describe()}"
-            run_guard.mark_interrupted(store, run_id, reason)
             raise
         finally:
-            _record_run(store, run_id, record)
+            run_guard.end_run(store, run_id, state, reason)
     return summarize_run(store, run_id)
-
-
-def _record_run(store: metadata_store.MetadataStore, run_id: str, record: dict) -> None:
-    """Puts the process, host and config file of the run on its pipeline_run context."""
-    context = store.get_context_by_type_and_name(constants.PIPELINE_RUN_CONTEXT_TYPE_NAME, run_id)
-    if context is None:
-        return  # stopped before its first component
-    for key, value in record.items():
-        target = context.custom_properties[RUN_RECORD_PREFIX + key]
-        if isinstance(value, int):
-            target.int_value = value
-        else:
-            target.string_value = value
-    store.put_contexts([context])
 
 
 def summarize_latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> PipelineRun:

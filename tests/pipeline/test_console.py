@@ -108,3 +108,28 @@ def test_capture_sends_output_of_the_process_and_its_children_to_the_log(tmp_pat
     text = log.read_text()
     for line in ("python print", "library warning", "child stdout", "child stderr"):
         assert line in text
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_on_a_terminal_training_progress_is_a_live_bar():
+    out = _Terminal()
+    shown = console.Console(out)
+    handler = console._ConsoleHandler(shown)
+    _log(handler, "Component %s is running.", "Trainer")
+    for step in (2, 4):
+        _log(
+            handler,
+            "progress training done=%d total=8 seconds=%d epoch=1 epochs=2 "
+            "images_per_second=31.5 loss=0.693 accuracy=0.5",
+            step,
+            step,
+        )
+    _log(handler, "Component %s is finished.", "Trainer")
+    text = out.getvalue()
+    assert "\r" in text and "4/8" in text  # redrawn in place
+    assert "epoch 1/2, 31.5 images/s, loss 0.6930, accuracy 0.5000" in text
+    assert text.rstrip().splitlines()[-1].split() == ["Trainer", "ran", *text.split()[-2:]]

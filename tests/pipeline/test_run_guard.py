@@ -9,7 +9,7 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-from pipeline import run_guard
+from pipeline import lineage, run_guard
 
 
 def _store(path):
@@ -18,18 +18,29 @@ def _store(path):
     return metadata_store.MetadataStore(config)
 
 
-def _pipeline_with(store, name, states):
-    """A `pipeline` context (as TFX records one) holding executions in the given states."""
-    context_type = store.put_context_type(mlmd_pb2.ContextType(name="pipeline"))
-    [context_id] = store.put_contexts([mlmd_pb2.Context(type_id=context_type, name=name)])
+def _pipeline_with(store, name, states, run_id=None):
+    """Executions in the given states, associated as TFX associates them: to the `pipeline`
+    context, to a `node` context, and (with run_id) to the run's `pipeline_run` context."""
+    contexts = [_context(store, "pipeline", name), _context(store, "node", f"{name}.Trainer")]
+    if run_id:
+        contexts.append(_context(store, run_guard.RUN_CONTEXT, run_id))
     execution_type = store.put_execution_type(mlmd_pb2.ExecutionType(name="Trainer"))
     ids = store.put_executions(
         [mlmd_pb2.Execution(type_id=execution_type, last_known_state=s) for s in states]
     )
     store.put_attributions_and_associations(
-        [], [mlmd_pb2.Association(context_id=context_id, execution_id=i) for i in ids]
+        [],
+        [mlmd_pb2.Association(context_id=c, execution_id=i) for c in contexts for i in ids],
     )
     return ids
+
+
+def _context(store, type_name, name):
+    found = store.get_context_by_type_and_name(type_name, name)
+    if found:
+        return found.id
+    type_id = store.put_context_type(mlmd_pb2.ContextType(name=type_name))
+    return store.put_contexts([mlmd_pb2.Context(type_id=type_id, name=name)])[0]
 
 
 def _states(store, ids):
@@ -98,13 +109,35 @@ def test_listing_marks_what_a_dead_run_left_running_as_failed(tmp_path):
     assert f"process {os.getpid()} on {socket.gethostname()}" in reason
 
 
-def test_interrupted_run_is_marked_canceled(tmp_path):
+def _status(store, run_id):
+    return {run.run_id: run.status for run in lineage.list_runs(store, metrics=False)}[run_id]
+
+
+def test_an_interrupted_run_is_shown_interrupted(tmp_path):
     store = _store(tmp_path / "metadata.db")
-    [running] = _pipeline_with(store, "imgpipe", [mlmd_pb2.Execution.RUNNING])
-    run_type = store.put_context_type(mlmd_pb2.ContextType(name=run_guard.RUN_CONTEXT))
-    [run] = store.put_contexts([mlmd_pb2.Context(type_id=run_type, name="run-1")])
-    store.put_attributions_and_associations(
-        [], [mlmd_pb2.Association(context_id=run, execution_id=running)]
+    run_guard.begin_run(store, "run-1", "imgpipe", run_guard.Holder.me(), '{"name": "x"}')
+    done, running = _pipeline_with(
+        store, "imgpipe", [mlmd_pb2.Execution.COMPLETE, mlmd_pb2.Execution.RUNNING], "run-1"
     )
-    run_guard.mark_interrupted(store, "run-1", "interrupted")
-    assert _states(store, [running]) == [mlmd_pb2.Execution.CANCELED]
+    assert _status(store, "run-1") == "running"
+    run_guard.end_run(store, "run-1", run_guard.INTERRUPTED, "Ctrl-C")
+    assert _states(store, [done, running]) == [
+        mlmd_pb2.Execution.COMPLETE,
+        mlmd_pb2.Execution.CANCELED,
+    ]
+    assert _status(store, "run-1") == "interrupted"
+    [context] = store.get_contexts_by_type(run_guard.RUN_CONTEXT)
+    assert context.custom_properties[run_guard.RUN_PID].int_value == os.getpid()
+    assert context.custom_properties[run_guard.RUN_CONFIG_FILE].string_value == '{"name": "x"}'
+
+
+def test_a_run_killed_between_two_components_is_shown_failed_not_complete(tmp_path):
+    db = tmp_path / "metadata.db"
+    store = _store(db)
+    run_guard.begin_run(store, "run-1", "imgpipe", run_guard.Holder.me())
+    _pipeline_with(store, "imgpipe", [mlmd_pb2.Execution.COMPLETE], "run-1")
+    with run_guard.exclusive_run(str(db), "imgpipe", wait=False):
+        run_guard.settle_orphans(str(db))
+        assert _status(store, "run-1") == "running"  # its process holds the lock: it is
+    run_guard.settle_orphans(str(db))
+    assert _status(store, "run-1") == "failed"
