@@ -18,7 +18,7 @@ from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import take_snapshot
 from pipeline.factory import create_pipeline
-from pipeline.lineage import PipelineRun, list_runs, summarize_run
+from pipeline.lineage import PipelineRun, summarize_run
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -79,8 +79,3 @@ def run_local(
         finally:
             run_guard.end_run(store, run_id, state, reason)
     return summarize_run(store, run_id)
-
-
-def summarize_latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> PipelineRun:
-    """The newest run of the pipeline: each component's outcome and time, in execution order."""
-    return list_runs(store, pipeline_name, limit=1)[0]
