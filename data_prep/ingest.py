@@ -20,6 +20,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from data_prep import progress
 from data_prep.config import IngestConfig
 from data_prep.inspection import inspect_source
 from data_prep.plan import IngestPlan, build_plan
@@ -61,29 +62,32 @@ class IngestOutputs:
 
 
 class _InspectBundle(beam.DoFn):
-    """Inspects a bundle of files and logs progress every few seconds, so a long ingest is
-    visibly moving without flooding the console."""
+    """Inspects a bundle of files and reports this worker's progress after its first bundle and
+    then every few seconds, so a long ingest is visibly moving without flooding the console."""
 
     _LOG_EVERY_S = 5.0
 
-    def __init__(self, limits):
+    def __init__(self, limits, total_files: int):
         self._limits = limits
+        self._total = total_files
 
     def setup(self):
-        self._started = self._last_log = time.monotonic()
+        self._started, self._last_log = time.monotonic(), None
         self._done = 0
 
     def process(self, bundle: list[SourceFile]):
         outcomes = [inspect_source(source, self._limits) for source in bundle]
         self._done += len(bundle)
         now = time.monotonic()
-        if now - self._last_log >= self._LOG_EVERY_S:
+        if self._last_log is None or now - self._last_log >= self._LOG_EVERY_S:
             self._last_log = now
-            LOGGER.info(
-                "ingest worker %d: %d files inspected, %.0f files/s",
-                os.getpid(),
-                self._done,
-                self._done / (now - self._started),
+            progress.report(
+                LOGGER,
+                "ingest",
+                done=self._done,
+                total=self._total,
+                seconds=now - self._started,
+                worker=os.getpid(),
             )
         yield outcomes
 
@@ -183,7 +187,7 @@ class IngestImages(beam.PTransform):
             pbegin
             | "Bundles" >> beam.Create(bundles)
             | "SpreadBundles" >> beam.Reshuffle()
-            | "Inspect" >> beam.ParDo(_InspectBundle(self._config.limits))
+            | "Inspect" >> beam.ParDo(_InspectBundle(self._config.limits, len(self._sources)))
             | "AllOutcomes" >> beam.CombineGlobally(_ConcatLists())
             | "Plan" >> beam.Map(build_plan, self._config)
         )

@@ -12,6 +12,7 @@ import warnings
 
 from data_prep.config import ConfigError, IngestConfig
 from data_prep.image_validation import ImageLimits
+from pipeline import console, exit_codes
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -26,36 +27,14 @@ def parse_size(text: str) -> int:
     return int(float(number) * _UNITS[(unit or "").lower()[:1]])
 
 
-class _WorkerProgress(logging.Filter):
-    """Keeps only imgpipe's own lines among the logs Beam's local workers forward, unwrapped."""
-
-    _MESSAGE = re.compile(r'message: "(ingest[^"]*)"')
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        found = self._MESSAGE.search(record.getMessage())
-        if not found:
-            return False
-        record.msg, record.args = found.group(1), None
-        return True
-
-
 def _configure_logging(verbose: bool) -> None:
+    """Commands that do not capture their output (queries, predict) log warnings, or everything
+    with --verbose."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(message)s",
         datefmt="%H:%M:%S",
     )
-    for name in ("data_prep", "pipeline", "components"):
-        logging.getLogger(name).setLevel(logging.INFO)
-    forwarded = logging.getLogger("apache_beam.runners.portability.local_job_service")
-    forwarded.setLevel(logging.INFO)
-    forwarded.addFilter(_WorkerProgress())
-    if not verbose:
-        # TFX warns once per artifact type per node that its local resolver ignores property
-        # predicates, which the pipeline never uses: dozens of lines that say nothing to a user.
-        logging.getLogger("absl").addFilter(
-            lambda record: "property_predicate is not supported" not in record.getMessage()
-        )
 
 
 def _add_prep(subparsers) -> None:
@@ -106,13 +85,14 @@ def _add_prep(subparsers) -> None:
         help="refuse larger files unread (default: %(default)s bytes)",
     )
     parser.add_argument("--files-per-bundle", type=int, default=defaults.files_per_bundle)
+    parser.add_argument("--build-dir", default="build", help="where the run log goes (logs/)")
     parser.set_defaults(handler=_run_prep)
 
 
 def _run_prep(args, beam_args: list[str]) -> int:
-    from data_prep.ingest import IngestFailed, IngestOutputs, run_ingest
-    from data_prep.sources import SourceError
+    from data_prep.ingest import IngestOutputs, run_ingest
 
+    failure = None
     config = IngestConfig(
         input=args.input,
         eval_fraction=args.eval_fraction,
@@ -127,12 +107,21 @@ def _run_prep(args, beam_args: list[str]) -> int:
             max_file_bytes=args.max_file_size,
         ),
     )
-    outputs = IngestOutputs.under(args.output)
     try:
-        report = run_ingest(config, outputs, beam_args)
-    except (ConfigError, SourceError, IngestFailed) as error:
+        config.validate()
+    except ConfigError as error:
         print(f"imgpipe prep: error: {error}", file=sys.stderr)
-        return 2
+        return exit_codes.BAD_INPUT
+    outputs = IngestOutputs.under(args.output)
+    log_path = console.run_log_path(args.build_dir, "prep")
+    with console.capture(log_path, args.verbose):
+        try:
+            report = run_ingest(config, outputs, beam_args)
+        except BaseException as error:  # noqa: BLE001 - each failure becomes one error line
+            logging.getLogger(__name__).exception("imgpipe prep failed")
+            failure = _failure(error, "the ingest")
+    if failure:
+        return _fail("prep", failure, log_path)
     totals = report["totals"]
     print(
         f"{totals['found']} files: {totals['accepted']} accepted, {totals['rejected']} rejected, "
@@ -146,7 +135,8 @@ def _run_prep(args, beam_args: list[str]) -> int:
         f"{len(report['shards'])} shards under {outputs.examples_dir}; "
         f"report: {outputs.report_path}; label map: {outputs.label_map_path}"
     )
-    return 0
+    print(f"log: {log_path}")
+    return exit_codes.OK
 
 
 def _add_default_data(subparsers) -> None:
@@ -171,68 +161,188 @@ def _run_default_data(args, beam_args: list[str]) -> int:
         )
     except ValueError as error:
         print(f"imgpipe default-data: error: {error}", file=sys.stderr)
-        return 2
+        return exit_codes.BAD_INPUT
     print(
         f"default dataset: {sum(counts.values())} images in {len(counts)} classes "
         f"under {args.output}"
     )
-    return 0
+    return exit_codes.OK
+
+
+def _config_options() -> argparse.ArgumentParser:
+    """How a command picks its settings: preset, config file, --set overrides, data, build dir."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--data", help="folder of class folders or a manifest (default: embedded)")
+    parent.add_argument("--preset", choices=["local", "full"], default="local")
+    parent.add_argument("--build-dir", default="build", help="pipeline root, MLMD, models, logs")
+    parent.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a YAML (or .toml) file of settings over the preset, e.g. pipeline/example.yaml; "
+        "`imgpipe config show` prints every field",
+    )
+    parent.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override one setting (after --config), e.g. trainer.epochs=5, "
+        "trainer.precision=mixed_bfloat16, trainer.jit_compile=true, min_accuracy=0.8 "
+        "(repeatable; the fields are documented in pipeline/config.py and "
+        "components/trainer/config.py)",
+    )
+    return parent
 
 
 def _add_run(subparsers) -> None:
     parser = subparsers.add_parser(
         "run",
+        parents=[_config_options()],
         help="run the TFX pipeline locally (LocalDagRunner, Beam DirectRunner, SQLite MLMD)",
-        description="Runs the pipeline on this machine and prints a summary of the run. Without "
-        "--data it generates and uses the embedded default dataset. Arguments after '--' go to "
-        "Beam for every Beam-based component.",
+        description="Runs the pipeline on this machine: a line per component, progress of the "
+        "ingest and of training, then the run's summary; everything else goes to a log under "
+        "BUILD_DIR/logs/ (--verbose shows it live). Without --data it generates and uses the "
+        "embedded default dataset. One run at a time per pipeline and store: a second one waits "
+        "for the first (or, with --no-wait, fails at once with exit status 5). Exit status: "
+        "0 pushed, 1 a component failed, 2 bad settings or input, 3 not pushed, 4 stopped by the "
+        "data gate, 5 busy, 130 interrupted. Arguments after '--' go to Beam for every "
+        "Beam-based component.",
     )
-    parser.add_argument("--data", help="folder of class folders or a manifest (default: embedded)")
-    parser.add_argument("--preset", choices=["local", "full"], default="local")
-    parser.add_argument("--build-dir", default="build", help="pipeline root, MLMD and models")
     parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override one setting of the preset, e.g. trainer.epochs=5, "
-        "trainer.precision=mixed_bfloat16, trainer.jit_compile=true, min_accuracy=0.8 "
-        "(repeatable; the fields are documented in pipeline/config.py and "
-        "components/trainer/config.py)",
+        "--no-wait",
+        action="store_true",
+        help="fail at once when another run of this pipeline holds the store",
     )
     parser.set_defaults(handler=_run_pipeline)
 
 
-def _preset_config(args, beam_args: list[str], **changes):
-    """The chosen preset over --data (default: the embedded dataset, generated under
-    --build-dir), with `changes` and the Beam arguments after '--'; not yet validated."""
-    from data_prep.default_dataset import generate_default_dataset
-    from pipeline.config import PRESETS
+def _add_config(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "config",
+        help="the effective settings: `config show` prints every field as a config file",
+    )
+    show = parser.add_subparsers(dest="config_command", required=True).add_parser(
+        "show",
+        parents=[_config_options()],
+        help="print the effective config (preset, --config, --set) with its defaults, as YAML",
+        description="Prints every field of the effective pipeline config as a YAML file that "
+        "`--config` reads back to the same config.",
+    )
+    show.set_defaults(handler=_run_config_show)
 
-    data = args.data
-    if data is None:
-        data = os.path.join(args.build_dir, "default_data")
-        generate_default_dataset(data)
+
+def _effective_config(args, beam_args: list[str], generate_data: bool, **changes):
+    """The preset, then the config file, then --data, then --set, validated; returns the config
+    and the config file's settings (None without --config). When nothing names the data, it is
+    the embedded dataset under --build-dir, generated (once valid) when generate_data."""
+    from data_prep.default_dataset import generate_default_dataset
+    from pipeline import config_file
+    from pipeline.config import PRESETS, override
+
+    settings = config_file.read_settings(args.config) if args.config else None
+    named = args.data or (settings or {}).get("ingest", {}).get("input")
+    data = named or os.path.join(args.build_dir, "default_data")
     config = dataclasses.replace(PRESETS[args.preset](data, args.build_dir), **changes)
-    return dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
+    config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
+    if settings is not None:
+        config = config_file.apply_settings(config, settings, args.config)
+    if args.data:
+        config = dataclasses.replace(
+            config, ingest=dataclasses.replace(config.ingest, input=args.data)
+        )
+    for setting in args.set:
+        config = override(config, setting)
+    config.validate()
+    if generate_data and config.ingest.input == data and not named:
+        generate_default_dataset(data)
+    return config, settings
+
+
+def _run_config_show(args, beam_args: list[str]) -> int:
+    from pipeline import config_file
+
+    try:
+        config, _ = _effective_config(args, beam_args, generate_data=False)
+    except ConfigError as error:
+        print(f"imgpipe config: error: {error}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    print(config_file.dump(config), end="")
+    return exit_codes.OK
+
+
+def _failure(error: BaseException, where: str | None) -> tuple[int, str]:
+    """The exit status and error line of work that raised `error` while `where` (a component,
+    or None) ran; the traceback is in the log."""
+    from data_prep.ingest import IngestFailed
+    from data_prep.sources import SourceError
+    from pipeline.run_guard import RunBusy
+
+    place = f"{where}: " if where else ""
+    if isinstance(error, KeyboardInterrupt):
+        return exit_codes.INTERRUPTED, f"interrupted{' in ' + where if where else ''}"
+    if isinstance(error, RunBusy):
+        return exit_codes.BUSY, f"{error}; leave out --no-wait to wait for it"
+    if isinstance(error, (ConfigError, SourceError, IngestFailed)):
+        return exit_codes.BAD_INPUT, f"{place}{error}"
+    if "components.anomalies_gate" in sys.modules:  # loaded by a run (not by prep)
+        from components.anomalies_gate import AnomaliesFound
+
+        if isinstance(error, AnomaliesFound):
+            return exit_codes.GATE_STOPPED, f"{place}{error}"
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    # Beam wraps a worker's exception in its traceback: the cause is the last line.
+    detail = lines[-1] if lines else ""
+    return exit_codes.COMPONENT_FAILED, f"{place}{type(error).__name__}: {detail}"[:400]
+
+
+def _fail(command: str, failure: tuple[int, str], log_path: str) -> int:
+    code, message = failure
+    print(f"imgpipe {command}: error: {message} (full log: {log_path})", file=sys.stderr)
+    return code
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _run_pipeline(args, beam_args: list[str]) -> int:
-    from pipeline.config import override
-    from pipeline.local_runner import run_local
+    import json
+    import signal
 
-    config = _preset_config(args, beam_args)
     try:
-        for setting in args.set:
-            config = override(config, setting)
-        config.validate()
+        config, settings = _effective_config(args, beam_args, generate_data=True)
     except ConfigError as error:
         print(f"imgpipe run: error: {error}", file=sys.stderr)
-        return 2
-    summary = run_local(config)
-    print(f"run {summary.run_id} of pipeline {config.name}")
-    for component in summary.components:
-        print(f"  {component.node:<24} {component.state:<7} {component.seconds:7.1f} s")
+        return exit_codes.BAD_INPUT
+    log_path = console.run_log_path(args.build_dir, "run")
+    summary = failure = None
+    previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
+    with console.capture(log_path, args.verbose) as shown:
+        shown.say(f"imgpipe run: pipeline {config.name}, log {log_path}")
+        try:
+            from pipeline.local_runner import run_local
+
+            summary = run_local(
+                config,
+                wait=not args.no_wait,
+                on_wait=shown.say,
+                config_file=None if settings is None else json.dumps(settings),
+            )
+        except BaseException as error:  # noqa: BLE001 - each failure becomes one error line
+            shown.stopped("stopped" if isinstance(error, KeyboardInterrupt) else "failed")
+            logging.getLogger(__name__).exception("imgpipe run failed")
+            failure = _failure(error, shown.component)
+        finally:
+            signal.signal(signal.SIGTERM, previous_handler)
+    if failure:
+        return _fail("run", failure, log_path)
+    _print_summary(summary, config, args.build_dir, log_path)
+    return exit_codes.OK if summary.pushed_to or summary.blessed is None else exit_codes.NOT_PUSHED
+
+
+def _print_summary(summary, config, build_dir: str, log_path: str) -> None:
+    """This run's summary (the components were shown live as they ran)."""
+    print(f"run {summary.run_id} of pipeline {config.name}: {summary.status}")
     if summary.span is not None:
         news = "new data, ingested now" if summary.new_data else "unchanged input, from the cache"
         counts = ", ".join(f"{count} {name}" for name, count in summary.ingest_counts.items())
@@ -241,7 +351,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
         print(f"eval accuracy: {summary.eval_accuracy:.4f} (threshold {config.min_accuracy})")
     if summary.blessed is not None:
         print(f"blessed: {'yes' if summary.blessed else 'no'}")
-    print(f"pushed: {summary.pushed_to or 'no'}")
+    _print_outcome(summary)
     if summary.training_performance:
         perf = summary.training_performance
         print(
@@ -253,9 +363,14 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     _print_model_reports(summary)
     print(f"ML Metadata: {config.metadata_path}; artifacts under {config.pipeline_root}")
     if summary.pushed_to:
-        lineage = f"imgpipe lineage model --latest-pushed --build-dir {args.build_dir}"
+        lineage = f"imgpipe lineage model --latest-pushed --build-dir {build_dir}"
         print(f"where the pushed model came from: {lineage}")
-    return 0 if summary.pushed_to or summary.blessed is None else 3
+    print(f"full log: {log_path}")
+
+
+def _print_outcome(summary) -> None:
+    """Whether the run pushed a model, and where (the one place the summary says so)."""
+    print(f"pushed: {summary.pushed_to or 'no'}")
 
 
 def _store_options(defaults: bool = True) -> argparse.ArgumentParser:
@@ -357,7 +472,7 @@ def _add_lineage(subparsers) -> None:
 def _run_query(args, beam_args: list[str]) -> int:
     from ml_metadata import errors
 
-    from pipeline import lineage, lineage_format
+    from pipeline import lineage, lineage_format, run_guard
     from pipeline.config import local_preset
     from pipeline.mlmd_connection import MlmdTarget, StoreNotFound
 
@@ -372,6 +487,8 @@ def _run_query(args, beam_args: list[str]) -> int:
             },
             default_sqlite=local_preset("", args.build_dir).metadata_path,
         )
+        if target.backend() == "sqlite":  # a local store: no dead run is left shown running
+            run_guard.settle_orphans(target.sqlite or target.default_sqlite)
         store = target.open()
         if args.query == "runs":
             answer = lineage.list_runs(store, args.pipeline)
@@ -397,12 +514,12 @@ def _run_query(args, beam_args: list[str]) -> int:
             text = lineage_format.format_image_lineage
     except (ConfigError, StoreNotFound, lineage.LineageError) as error:
         print(f"imgpipe {command}: error: {error}", file=sys.stderr)
-        return 2
+        return exit_codes.BAD_INPUT
     except errors.StatusError as error:
         print(f"imgpipe {command}: error: {target.describe()}: {error}", file=sys.stderr)
-        return 2
+        return exit_codes.BAD_INPUT
     print(lineage_format.to_json(answer) if args.json else text(answer))
-    return 0
+    return exit_codes.OK
 
 
 def _print_model_reports(summary) -> None:
@@ -468,7 +585,7 @@ def _run_predict(args, beam_args: list[str]) -> int:
         results = predict_files(args.model, args.files, args.top_k)
     except (FileNotFoundError, ValueError) as error:
         print(f"imgpipe predict: error: {error}", file=sys.stderr)
-        return 2
+        return exit_codes.BAD_INPUT
     for result in results:
         if isinstance(result, Failure):
             print(
@@ -484,6 +601,7 @@ def _run_predict(args, beam_args: list[str]) -> int:
 def _add_compile_vertex(subparsers) -> None:
     parser = subparsers.add_parser(
         "compile-vertex",
+        parents=[_config_options()],
         help="write the Vertex AI / Kubeflow Pipelines job spec (TFX KubeflowV2DagRunner)",
         description="Compiles the pipeline into a PipelineJob JSON for Vertex AI Pipelines or "
         "Kubeflow Pipelines v2; every component runs in IMAGE, built from pipeline/Dockerfile. "
@@ -492,15 +610,12 @@ def _add_compile_vertex(subparsers) -> None:
         "'-- --runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp'. "
         "Needs the orchestrators environment (make compile-vertex).",
     )
-    parser.add_argument("--data", help="the input as the containers see it, e.g. gs://b/images")
     parser.add_argument("--pipeline-root", required=True, help="artifact root, e.g. gs://b/tfx")
     parser.add_argument("--image", required=True, help="container image the components run in")
     parser.add_argument("--span", type=int, default=1, help="this data drop's span")
     parser.add_argument(
         "--serving-dir", help="where blessed models are pushed (default: PIPELINE_ROOT/serving)"
     )
-    parser.add_argument("--preset", choices=["local", "full"], default="local")
-    parser.add_argument("--build-dir", default="build", help="where the embedded dataset goes")
     parser.add_argument("--output", default=os.path.join("build", "vertex", "imgpipe.json"))
     parser.set_defaults(handler=_run_compile_vertex)
 
@@ -508,36 +623,42 @@ def _add_compile_vertex(subparsers) -> None:
 def _run_compile_vertex(args, beam_args: list[str]) -> int:
     from pipeline.vertex_runner import compile_vertex, snapshot_for_vertex
 
-    config = _preset_config(
-        args,
-        beam_args,
-        pipeline_root=args.pipeline_root,
-        serving_dir=args.serving_dir or f"{args.pipeline_root.rstrip('/')}/serving",
-    )
-    data = config.ingest.input
     try:
-        config.validate()
+        config, _ = _effective_config(
+            args,
+            beam_args,
+            generate_data=True,
+            pipeline_root=args.pipeline_root,
+            serving_dir=args.serving_dir or f"{args.pipeline_root.rstrip('/')}/serving",
+        )
+        data = config.ingest.input
         snapshot = snapshot_for_vertex(data, args.span)
     except (ConfigError, ValueError) as error:
         print(f"imgpipe compile-vertex: error: {error}", file=sys.stderr)
-        return 2
+        return exit_codes.BAD_INPUT
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     spec = compile_vertex(config, snapshot, args.image, args.output)
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
     print(f"{args.output}: {len(tasks)} tasks in {args.image}, pipeline root {args.pipeline_root}")
     print(f"data: {data} as span {snapshot.span} ({len(snapshot.class_names)} classes)")
-    return 0
+    return exit_codes.OK
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imgpipe", description="Image classification pipeline on TFX."
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log everything at INFO")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show every log line live (a run's log file under BUILD_DIR/logs/ has them anyway)",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     _add_prep(subparsers)
     _add_default_data(subparsers)
     _add_run(subparsers)
+    _add_config(subparsers)
     _add_runs(subparsers)
     _add_lineage(subparsers)
     _add_predict(subparsers)

@@ -136,10 +136,10 @@ def _typed(name: str, raw: str, annotation):
         value = raw
     allowed = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else ()
     allowed = allowed or (annotation,)
+    if value is None and type(None) in allowed:  # before str, which would take "null" as text
+        return None
     for kind in allowed:
         origin = typing.get_origin(kind) or kind
-        if value is None and kind is type(None):
-            return None
         if origin is tuple and isinstance(value, list):
             return tuple(value)
         if origin is float and isinstance(value, int) and not isinstance(value, bool):

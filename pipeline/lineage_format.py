@@ -1,4 +1,4 @@
-"""Tables and JSON for the answers pipeline/lineage.py computes (no store access here)."""
+"""Tables and JSON for the answers the pipeline/lineage package computes (no store access here)."""
 
 from __future__ import annotations
 

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import os
+import sys
+from collections.abc import Callable, Iterator
 
 from ml_metadata.metadata_store import metadata_store
 from tfx import v1 as tfx
+from tfx.dsl.compiler import constants
+from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
+from pipeline import run_guard
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import take_snapshot
 from pipeline.factory import create_pipeline
-from pipeline.lineage import PipelineRun, list_runs
+from pipeline.lineage import PipelineRun, run_record
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -20,18 +27,55 @@ def open_store(metadata_path: str) -> metadata_store.MetadataStore:
     )
 
 
-def run_local(config: PipelineConfig) -> PipelineRun:
-    """Validates, numbers the input's span, runs the whole pipeline, and summarizes this run from
-    ML Metadata."""
+@contextlib.contextmanager
+def _argv_for_libraries() -> Iterator[None]:
+    """TFX's Beam executors re-parse sys.argv with absl, which reads our own flags (`-v`) as its
+    own (`--verbosity`); they see only the program name while the pipeline runs."""
+    saved = sys.argv
+    sys.argv = saved[:1]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def run_local(
+    config: PipelineConfig,
+    wait: bool = True,
+    on_wait: Callable[[str], None] = lambda message: None,
+    config_file: str | None = None,
+) -> PipelineRun:
+    """Validates, takes the pipeline's lock (waiting when `wait`, else raising RunBusy), marks
+    what a dead earlier run left RUNNING as failed, numbers the input's span, runs the whole
+    pipeline, and summarizes this run (not the store's newest) from ML Metadata.
+
+    config_file: the settings the run's config file gave (JSON), recorded with the run. A
+    Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates.
+    """
     config.validate()
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
     store = open_store(config.metadata_path)
-    data = take_snapshot(config.ingest.input, store, config.name)
-    pipeline = create_pipeline(config, data, code_fingerprint())
-    tfx.orchestration.LocalDagRunner().run(pipeline)
-    return summarize_latest_run(store, config.name)
-
-
-def summarize_latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> PipelineRun:
-    """The newest run of the pipeline: each component's outcome and time, in execution order."""
-    return list_runs(store, pipeline_name, limit=1)[0]
+    lock = run_guard.exclusive_run(config.metadata_path, config.name, wait, on_wait)
+    with lock as (holder, previous):
+        run_guard.mark_orphans(store, config.name, previous)
+        data = take_snapshot(config.ingest.input, store, config.name)
+        pipeline = create_pipeline(config, data, code_fingerprint())
+        # Compiled here (as LocalDagRunner.run does) so that this process names its own run.
+        ir = tfx_runner._make_pipeline_proto(pipeline)  # noqa: SLF001
+        run_id = datetime.datetime.now().isoformat()
+        runtime_parameter_utils.substitute_runtime_parameter(
+            ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
+        )
+        run_guard.begin_run(store, run_id, config.name, holder, config_file)
+        state, reason = run_guard.FAILED, None
+        try:
+            with _argv_for_libraries():
+                tfx.orchestration.LocalDagRunner().run_with_ir(ir)
+            state = run_guard.COMPLETE
+        except KeyboardInterrupt:
+            state = run_guard.INTERRUPTED
+            reason = f"interrupted (Ctrl-C or SIGTERM) in {holder.describe()}"
+            raise
+        finally:
+            run_guard.end_run(store, run_id, state, reason)
+    return run_record(store, config.name, run_id)

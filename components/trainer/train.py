@@ -26,6 +26,7 @@ from components.trainer.export import export_model
 from components.trainer.model import build_model
 from components.trainer.preprocessing import Normalization
 from components.trainer.report import PerformanceReport, StepTimes, write_report
+from data_prep import progress
 
 
 def train(
@@ -140,6 +141,19 @@ def train(
             tf.summary.scalar("perf/step_time_seconds", seconds / steps, step=step)
             tf.summary.scalar("perf/images_per_second", steps * step_batch / seconds, step=step)
             tf.summary.scalar("perf/input_wait_seconds", waited / steps, step=step)
+            if chief:
+                progress.report(
+                    logging.getLogger(__name__),
+                    "training",
+                    done=step - start_step,  # this process's steps: a resumed run's rate
+                    total=total_steps - start_step,
+                    seconds=time.perf_counter() - start,
+                    epoch=math.ceil(step / steps_per_epoch),
+                    epochs=config.epochs,
+                    images_per_second=steps * step_batch / seconds,
+                    loss=float(engine.loss.result()),
+                    accuracy=float(engine.accuracy.result()),
+                )
             if step % steps_per_epoch == 0:
                 epoch = {
                     "epoch": step // steps_per_epoch,

@@ -4,14 +4,16 @@ flattened to section.key -> value and compared."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from ml_metadata.metadata_store import metadata_store
 
 from components import metadata_keys
+from pipeline import run_guard
 from pipeline.lineage.metrics import eval_accuracy
 from pipeline.lineage.models import read_dataset
 from pipeline.lineage.runs import PipelineRun, find_run, list_runs
-from pipeline.lineage.store import MetadataGraph, custom_config, parsed_json
+from pipeline.lineage.store import PIPELINE_RUN_CONTEXT, MetadataGraph, custom_config, parsed_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +87,10 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
         if evaluations:
             _flatten("config.eval", properties.get("eval_config", {}), facts)
             facts["metrics.eval_accuracy"] = eval_accuracy(evaluations[0].uri)
+    context = store.get_context_by_type_and_name(PIPELINE_RUN_CONTEXT, run.run_id)
+    config_file = context and context.custom_properties.get(run_guard.RUN_CONFIG_FILE)
+    if config_file:  # the settings the run's config file gave, as JSON
+        _flatten("config.file", json.loads(config_file.string_value), facts)
     facts["outcome.blessed"] = run.blessed
     facts["outcome.pushed_to"] = run.pushed_to
     return facts

@@ -11,6 +11,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
+from pipeline import run_guard
 from pipeline.lineage.metrics import eval_accuracy, per_class_metrics
 from pipeline.lineage.store import (
     LEGACY_COMPONENT_PROPERTY,
@@ -45,7 +46,7 @@ class PipelineRun:
     pipeline: str
     started: str
     seconds: float
-    status: str  # complete, failed, running
+    status: str  # complete, failed, interrupted, running
     components: tuple[ComponentRun, ...]
     eval_accuracy: float | None = None  # None when no evaluation belongs to the run
     blessed: bool | None = None
@@ -82,6 +83,7 @@ class _RunMembers:
     created: int
     executions: list[mlmd_pb2.Execution]
     node_of: dict[int, tuple[str, str]]  # execution id -> (pipeline, node id)
+    recorded: str | None = None  # the state the local runner recorded on the run (run_guard)
 
 
 def _runs_in_store(graph: MetadataGraph) -> list[_RunMembers]:
@@ -99,9 +101,15 @@ def _runs_in_store(graph: MetadataGraph) -> list[_RunMembers]:
         executions = sorted(graph.store.get_executions_by_context(context.id), key=lambda e: e.id)
         names = {node_of[e.id][0] for e in executions if e.id in node_of}
         pipeline = min(names) if names else "?"
+        recorded = context.custom_properties.get(run_guard.RUN_STATE)
         runs.append(
             _RunMembers(
-                context.name, pipeline, context.create_time_since_epoch, executions, node_of
+                context.name,
+                pipeline,
+                context.create_time_since_epoch,
+                executions,
+                node_of,
+                recorded.string_value if recorded else None,
             )
         )
     for context in graph.store.get_contexts_by_type(LEGACY_RUN_CONTEXT):
@@ -149,10 +157,14 @@ _RUN_OUTPUTS = {
 }
 
 
-def _status(states: list[str]) -> str:
-    if "failed" in states:
+def _status(states: list[str], recorded: str | None) -> str:
+    """From the executions' states and the state the local runner recorded on the run (None for
+    runs of other runners): a run killed between two components is failed, not complete."""
+    if "failed" in states or recorded == run_guard.FAILED:
         return "failed"
-    if {"running", "new"} & set(states):
+    if "canceled" in states or recorded == run_guard.INTERRUPTED:
+        return "interrupted"
+    if {"running", "new"} & set(states) or recorded == run_guard.RUNNING:
         return "running"
     return "complete"
 
@@ -243,7 +255,7 @@ def _summarize(graph: MetadataGraph, members: _RunMembers, metrics: bool) -> Pip
         pipeline=members.pipeline,
         started=iso_time(started),
         seconds=(ended - started) / 1000,
-        status=_status([c.state for c in components]),
+        status=_status([c.state for c in components], members.recorded),
         components=components,
         model_id=first.get("model"),
         examples_id=first.get("examples"),

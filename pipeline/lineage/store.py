@@ -19,10 +19,11 @@ from google.protobuf import json_format
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
+from pipeline.run_guard import RUN_CONTEXT as PIPELINE_RUN_CONTEXT
+
 # The contexts TFX records runs in (restated; tests/pipeline/lineage/test_store.py checks them):
 # IR-based runners (local, Kubeflow V2 / Vertex) use a 'pipeline_run' and a 'node' context;
 # the legacy runner (Airflow) a 'run' context, with the component id on each execution.
-PIPELINE_RUN_CONTEXT = "pipeline_run"
 NODE_CONTEXT = "node"
 LEGACY_RUN_CONTEXT = "run"  # tfx.orchestration.metadata._CONTEXT_TYPE_PIPELINE_RUN
 LEGACY_PIPELINE_PROPERTY = "pipeline_name"  # ..._CONTEXT_TYPE_KEY_PIPELINE_NAME

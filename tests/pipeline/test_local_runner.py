@@ -17,7 +17,8 @@ from components.trainer.config import runlocal
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.serving_assets import ASSETS_EXTRA, WARMUP_FILE
 from pipeline import local_runner
-from pipeline.local_runner import open_store, run_local, summarize_latest_run
+from pipeline.lineage import run_record
+from pipeline.local_runner import open_store, run_local
 from tests.data_prep import image_files
 from tests.pipeline.expected import COMPONENTS
 from tests.pipeline.tiny_pipeline import IMAGES_PER_CLASS, LABELS, tiny_config, write_images
@@ -166,6 +167,6 @@ def test_a_model_below_the_threshold_is_not_pushed(first_run):
     assert card["blessings"]["evaluator"] is False and card["model"]["pushed"] is False
 
 
-def test_summary_of_an_empty_store_is_a_clear_error(tmp_path):
-    with pytest.raises(LookupError, match="no runs of pipeline 'imgpipe'"):
-        summarize_latest_run(open_store(str(tmp_path / "m.db")), "imgpipe")
+def test_summary_of_an_unknown_run_is_a_clear_error(tmp_path):
+    with pytest.raises(LookupError, match="no run 'nope' of pipeline 'imgpipe' in this metadata"):
+        run_record(open_store(str(tmp_path / "m.db")), "imgpipe", "nope")

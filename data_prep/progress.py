@@ -1,0 +1,37 @@
+"""Progress of long work (the ingest, training) as one log line a console can read back.
+
+Progress travels as a log record, so it reaches the console whether the work runs in the CLI's
+process or in a Beam worker (whose logs arrive as text): `progress ingest done=120 total=1800`.
+The producer calls report(); the console calls parse(). No TFX or console code here: data_prep
+and the trainer both use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+
+_LINE = re.compile(r"progress (?P<task>[a-z_]+)(?P<fields>(?: [a-z_]+=[-+.\w]+)+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgressEvent:
+    task: str  # ingest, training
+    # done and total; seconds (the producer's time for `done`, so a rate needs one event); what
+    # the task adds (worker, epoch, loss, ...).
+    fields: dict[str, float]
+
+
+def report(logger: logging.Logger, task: str, **fields: float) -> None:
+    """Logs one progress line at INFO; fields are numbers (done, total and seconds at least)."""
+    logger.info("progress %s %s", task, " ".join(f"{k}={v:.6g}" for k, v in fields.items()))
+
+
+def parse(message: str) -> ProgressEvent | None:
+    """The event in a log message (also inside a forwarded worker log line), or None."""
+    found = _LINE.search(message)
+    if not found:
+        return None
+    pairs = (pair.split("=", 1) for pair in found.group("fields").split())
+    return ProgressEvent(found.group("task"), {key: float(value) for key, value in pairs})
