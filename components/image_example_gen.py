@@ -23,6 +23,11 @@ LABEL_MAP_FILE = "label_map.json"
 REPORT_FILE = "ingest_report.json"
 # Custom property of the Examples artifact: runners compare it to number the next span.
 INPUT_FINGERPRINT_PROPERTY = "input_fingerprint"
+# Custom property of the Examples and IngestReport artifacts: the class set (name -> label id),
+# so every downstream executor sizes itself from the ingest, never from folder names.
+LABEL_MAP_PROPERTY = "label_map"
+# Custom property of the IngestReport artifact: class folders with no accepted image (JSON list).
+CLASSES_LEFT_OUT_PROPERTY = "classes_left_out"
 
 
 class IngestReport(artifact.Artifact):
@@ -43,6 +48,11 @@ def load_label_map(report: artifact.Artifact) -> dict[str, int]:
     """The class name -> id map an IngestReport artifact carries."""
     with FileSystems.open(os.path.join(report.uri, LABEL_MAP_FILE)) as handle:
         return json.load(handle)
+
+
+def label_map_of(examples: artifact.Artifact) -> dict[str, int]:
+    """The class name -> id map recorded on an Examples artifact ImageExampleGen wrote."""
+    return json.loads(examples.get_string_custom_property(LABEL_MAP_PROPERTY))
 
 
 @tfx.dsl.components.component(use_beam=True)
@@ -73,8 +83,13 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
     examples_utils.set_file_format(examples, "tfrecords_gzip")
     examples.span = span
     examples.set_string_custom_property(INPUT_FINGERPRINT_PROPERTY, input_fingerprint)
+    label_map = json.dumps(report["label_map"], sort_keys=True)
+    examples.set_string_custom_property(LABEL_MAP_PROPERTY, label_map)
     for name, count in report["totals"].items():
         ingest_report.set_int_custom_property(name, count)
     ingest_report.set_string_custom_property("input", config.input)
     ingest_report.set_int_custom_property("span", span)
-    ingest_report.set_string_custom_property("label_map", json.dumps(report["label_map"]))
+    ingest_report.set_string_custom_property(LABEL_MAP_PROPERTY, label_map)
+    ingest_report.set_string_custom_property(
+        CLASSES_LEFT_OUT_PROPERTY, json.dumps(report["classes_left_out"])
+    )

@@ -111,6 +111,7 @@ def _add_prep(subparsers) -> None:
 
 def _run_prep(args, beam_args: list[str]) -> int:
     from data_prep.ingest import IngestFailed, IngestOutputs, run_ingest
+    from data_prep.plan import left_out_message
     from data_prep.sources import SourceError
 
     config = IngestConfig(
@@ -142,6 +143,8 @@ def _run_prep(args, beam_args: list[str]) -> int:
         f"per split: {report['accepted_per_split']}; rejected by reason: "
         f"{report['rejected_per_reason'] or 'none'}"
     )
+    for name in report["classes_left_out"]:
+        print(left_out_message(name))
     print(
         f"{len(report['shards'])} shards under {outputs.examples_dir}; "
         f"report: {outputs.report_path}; label map: {outputs.label_map_path}"
@@ -218,6 +221,7 @@ def _preset_config(args, beam_args: list[str], **changes):
 
 
 def _run_pipeline(args, beam_args: list[str]) -> int:
+    from data_prep.plan import left_out_message
     from pipeline.config import override
     from pipeline.local_runner import run_local
 
@@ -237,6 +241,8 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
         news = "new data, ingested now" if summary.new_data else "unchanged input, from the cache"
         counts = ", ".join(f"{count} {name}" for name, count in summary.ingest_counts.items())
         print(f"data: span {summary.span} ({news}): {counts} files; {summary.ingest_report}")
+        for name in summary.classes_left_out:
+            print(f"data: {left_out_message(name)}")
     if summary.eval_accuracy is not None:
         print(f"eval accuracy: {summary.eval_accuracy:.4f} (threshold {config.min_accuracy})")
     if summary.blessed is not None:
@@ -525,7 +531,7 @@ def _run_compile_vertex(args, beam_args: list[str]) -> int:
     spec = compile_vertex(config, snapshot, args.image, args.output)
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
     print(f"{args.output}: {len(tasks)} tasks in {args.image}, pipeline root {args.pipeline_root}")
-    print(f"data: {data} as span {snapshot.span} ({len(snapshot.class_names)} classes)")
+    print(f"data: {data} as span {snapshot.span}")
     return 0
 
 

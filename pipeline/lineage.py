@@ -104,6 +104,7 @@ class PipelineRun:
     span: int | None = None  # the data span the run used
     new_data: bool | None = None  # True when this run ingested it (ImageExampleGen not cached)
     class_names: tuple[str, ...] = ()  # by label id, from the ingest's label map
+    classes_left_out: tuple[str, ...] = ()  # class folders with no accepted image
     # Files found, accepted, rejected and ignored by the ingest, and its report's path.
     ingest_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     ingest_report: str | None = None
@@ -543,6 +544,7 @@ def _summarize(graph: _Graph, run_id: str, executions, node_of, metrics: bool) -
 
 def _data(graph: _Graph, first: dict[str, int], components, outputs) -> dict:
     """The span the run used, whether it ingested it, and the ingest's accounting."""
+    from components.image_example_gen import CLASSES_LEFT_OUT_PROPERTY
     from data_prep.ingest import IngestOutputs
 
     data = {}
@@ -556,6 +558,9 @@ def _data(graph: _Graph, first: dict[str, int], components, outputs) -> dict:
         report = graph.artifact(first["ingest_report"])
         label_map = json.loads(report.custom_properties["label_map"].string_value)
         data["class_names"] = tuple(sorted(label_map, key=label_map.get))
+        if CLASSES_LEFT_OUT_PROPERTY in report.custom_properties:
+            left_out = report.custom_properties[CLASSES_LEFT_OUT_PROPERTY].string_value
+            data["classes_left_out"] = tuple(json.loads(left_out))
         data["ingest_counts"] = {
             name: report.custom_properties[name].int_value
             for name in INGEST_COUNTS
