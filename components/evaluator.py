@@ -9,7 +9,8 @@ per-class metrics over exactly those label ids before TFX's Evaluator runs.
 from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
-from tfx.components.evaluator import executor
+from tfx.components.evaluator import component, executor
+from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
@@ -27,7 +28,7 @@ def with_class_ids(eval_config: tfma.EvalConfig, num_classes: int) -> tfma.EvalC
     return sized
 
 
-class Executor(executor.Executor):
+class LabelMapExecutor(executor.Executor):
     """TFX's Evaluator executor with per-class metrics over the input Examples' label map."""
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
@@ -39,3 +40,10 @@ class Executor(executor.Executor):
         super().Do(
             input_dict, output_dict, {**exec_properties, key: proto_utils.proto_to_json(sized)}
         )
+
+
+class Evaluator(component.Evaluator):
+    """TFX's Evaluator (same node id, inputs and outputs) running LabelMapExecutor; TFX's
+    Evaluator takes no custom_executor_spec argument, so the spec is the class's."""
+
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(LabelMapExecutor)

@@ -14,9 +14,9 @@ from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
 import components
-from components import evaluator as evaluator_executor
 from components.anomalies_gate import AnomaliesGate
 from components.evaluation_report import EvaluationReportGen
+from components.evaluator import Evaluator
 from components.image_example_gen import ImageExampleGen
 from components.model_card import ModelCardGen
 from components.serving_check import ServingCheck
@@ -154,9 +154,7 @@ def create_pipeline(
         },
     )
     baseline = baseline_resolver(trainer.outputs["model"])
-    evaluator = tfx.components.Evaluator(
-        # Per-class metrics over the classes the ingest accepted.
-        custom_executor_spec=executor_spec.BeamExecutorSpec(evaluator_executor.Executor),
+    evaluator = Evaluator(  # TFX's, with per-class metrics over the classes the ingest accepted
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline.outputs[MODEL_KEY],
