@@ -20,6 +20,7 @@ _lock = threading.Lock()
 _open_captures = 0
 _saved_fd: int | None = None
 _sink = None  # one temporary file per process, reused by every capture
+_REUSE_BYTES = 1 << 20  # emptied once it holds more than this
 
 
 @contextlib.contextmanager
@@ -33,8 +34,9 @@ def capture_native_stderr():
             if _sink is None:
                 _sink = tempfile.TemporaryFile()
             sys.stderr.flush()
-            _sink.seek(0)
-            _sink.truncate()
+            if os.lseek(_sink.fileno(), 0, os.SEEK_CUR) > _REUSE_BYTES:
+                _sink.seek(0)
+                _sink.truncate()
             _saved_fd = os.dup(2)
             os.dup2(_sink.fileno(), 2)
         _open_captures += 1
