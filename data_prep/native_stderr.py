@@ -5,7 +5,9 @@ redirecting the descriptor itself silences them. The text is kept: it often says
 could not be decoded, and the ingest report shows it as the rejected file's detail.
 
 The redirection is process-wide, and Beam runs bundles on several threads of one process, so it
-is reference-counted: the first open capture redirects, the last one to close restores.
+is reference-counted: the first open capture redirects, the last one to close restores. A capture
+nested in an open one costs no system call to redirect, so callers wrap a whole batch of files in
+one capture and each file in its own.
 """
 
 from __future__ import annotations
