@@ -104,6 +104,8 @@ def _list_entries(root: str) -> list[_Entry]:
     if isinstance(FileSystems.get_filesystem(root), LocalFileSystem):
         if not os.path.isdir(root):
             return []
+        if not os.access(root, os.R_OK | os.X_OK):
+            raise SourceError(f"cannot list input {root!r}: permission denied")
         return _walk_local(root, frozenset({os.path.realpath(root)}))
     try:
         matches = FileSystems.match([FileSystems.join(root, "**")])[0].metadata_list
