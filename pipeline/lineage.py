@@ -544,7 +544,7 @@ def _summarize(graph: _Graph, run_id: str, executions, node_of, metrics: bool) -
 
 def _data(graph: _Graph, first: dict[str, int], components, outputs) -> dict:
     """The span the run used, whether it ingested it, and the ingest's accounting."""
-    from components.image_example_gen import CLASSES_LEFT_OUT_PROPERTY
+    from components.image_example_gen import CLASSES_LEFT_OUT_PROPERTY, LABEL_MAP_PROPERTY
     from data_prep.ingest import IngestOutputs
 
     data = {}
@@ -556,7 +556,7 @@ def _data(graph: _Graph, first: dict[str, int], components, outputs) -> dict:
         data["new_data"] = any(c.state == "ran" for c in components if c.execution_id in producers)
     if "ingest_report" in first:
         report = graph.artifact(first["ingest_report"])
-        label_map = json.loads(report.custom_properties["label_map"].string_value)
+        label_map = json.loads(report.custom_properties[LABEL_MAP_PROPERTY].string_value)
         data["class_names"] = tuple(sorted(label_map, key=label_map.get))
         if CLASSES_LEFT_OUT_PROPERTY in report.custom_properties:
             left_out = report.custom_properties[CLASSES_LEFT_OUT_PROPERTY].string_value
