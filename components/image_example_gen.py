@@ -44,6 +44,11 @@ def load_label_map(report: artifact.Artifact) -> dict[str, int]:
         return json.load(handle)
 
 
+def label_map_of(examples: artifact.Artifact) -> dict[str, int]:
+    """The class name -> id map recorded on an Examples artifact ImageExampleGen wrote."""
+    return json.loads(examples.get_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY))
+
+
 @tfx.dsl.components.component(use_beam=True)
 def ImageExampleGen(  # noqa: N802  TFX component names are classes
     ingest_config: tfx.dsl.components.Parameter[str],
@@ -72,10 +77,13 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
     examples_utils.set_file_format(examples, "tfrecords_gzip")
     examples.span = span
     examples.set_string_custom_property(metadata_keys.INPUT_FINGERPRINT_PROPERTY, input_fingerprint)
+    label_map = json.dumps(report["label_map"], sort_keys=True)
+    examples.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, label_map)
     for name, count in report["totals"].items():
         ingest_report.set_int_custom_property(name, count)
     ingest_report.set_string_custom_property("input", config.input)
     ingest_report.set_int_custom_property("span", span)
+    ingest_report.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, label_map)
     ingest_report.set_string_custom_property(
-        metadata_keys.LABEL_MAP_PROPERTY, json.dumps(report["label_map"])
+        metadata_keys.CLASSES_LEFT_OUT_PROPERTY, json.dumps(report["classes_left_out"])
     )

@@ -12,7 +12,8 @@ MODEL_CARD_TYPE = "imgpipe.ModelCard"
 
 # IngestReport custom properties: the ingest's counts, and the label map as JSON.
 INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")
-LABEL_MAP_PROPERTY = "label_map"
+LABEL_MAP_PROPERTY = "label_map"  # also on the Examples: every executor sizes itself from it
+CLASSES_LEFT_OUT_PROPERTY = "classes_left_out"  # class folders with no accepted image (JSON)
 # Examples custom property: runners compare it to number the next span.
 INPUT_FINGERPRINT_PROPERTY = "input_fingerprint"
 # ModelCard custom property: the folder the card was placed in beside the pushed model.

@@ -1,22 +1,25 @@
 """Checks one file's bytes and brings the image to the one form training can decode with tf.io.
 
 Every outcome is explicit: an `Accepted` image (8-bit RGB JPEG or PNG, upright) or a `Rejected`
-one with a reason. The original bytes are kept whenever they already satisfy the contract, so a
-JPEG is never compressed twice.
+one with a reason, whatever the bytes make Pillow or its C libraries do. Every format Pillow can
+open is tried, identified from the bytes, never from the file name. The original bytes are kept
+whenever they already satisfy the contract, so a JPEG is never compressed twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import warnings
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, UnidentifiedImageError
 
-# Formats we decode (identified from the bytes, never from the file name).
-DECODABLE_FORMATS = ("JPEG", "PNG", "GIF", "BMP", "TIFF", "WEBP", "AVIF", "JPEG2000", "PPM", "ICO")
+from data_prep.native_stderr import capture_native_stderr
+
 _JPEG_FAMILY = ("JPEG", "MPO")
+_LIKELY_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
 _EXIF_ORIENTATION = 0x0112
 # Transparent pixels are composited on white, as a viewer shows them.
 _BACKGROUND = (255, 255, 255)
@@ -38,6 +41,9 @@ class Reason:
     DUPLICATE = "duplicate"
     CONFLICTING_LABEL = "conflicting_label"
     CHANGED_DURING_INGEST = "changed_during_ingest"
+    DECODE_FAILED = "decode_failed"  # Pillow raised something unforeseen on these bytes
+    BROKEN_LINK = "broken_link"
+    SYMLINK_LOOP = "symlink_loop"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,56 +104,92 @@ def signature_format(data: bytes) -> str | None:
 
 
 def _open(data: bytes) -> Image.Image:
-    """Opens lazily (header only); Pillow registers its optional plugins on first use."""
-    Image.init()
-    return Image.open(io.BytesIO(data), formats=DECODABLE_FORMATS)
+    """Opens lazily (header only), trying every format Pillow knows. Pillow's own
+    decompression-bomb guard is off: validate_image checks the configured max_pixels on the
+    header's size before any pixel is decoded."""
+    Image.init()  # registers every plugin once
+    Image.MAX_IMAGE_PIXELS = None
+    return Image.open(io.BytesIO(data), formats=_format_order(len(Image.ID)))
+
+
+@functools.cache
+def _format_order(registered: int) -> tuple[str, ...]:
+    """Every format Pillow has registered, the common photo formats first: the order only
+    decides how soon a file's format is found (half of the open cost of a JPEG), not whether."""
+    del registered  # the cache key: a plugin registered later gives a new order
+    return (*_LIKELY_FORMATS, *(name for name in Image.ID if name not in _LIKELY_FORMATS))
 
 
 def identify_format(data: bytes) -> str | None:
     """Returns the image format named by the bytes' header, or None if they are not an image."""
-    try:
-        with _open(data) as image:
-            return image.format
-    except Exception:  # noqa: BLE001  Pillow raises many types for non-images
-        return None
+    with warnings.catch_warnings(), capture_native_stderr():
+        warnings.simplefilter("ignore")
+        try:
+            with _open(data) as image:
+                return image.format
+        except Exception:  # noqa: BLE001  Pillow raises many types for non-images
+            return None
 
 
 def validate_image(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
-    """Validates and normalizes one image file's bytes."""
+    """Validates and normalizes one image file's bytes; never raises. What C libraries print
+    meanwhile is kept off the console and, for a rejected file, added to its detail."""
+    with warnings.catch_warnings(), capture_native_stderr() as native:
+        warnings.simplefilter("ignore")  # Pillow's EXIF and format warnings: we decide ourselves
+        try:
+            result = _validate(data, limits)
+        except Exception as error:  # noqa: BLE001  one file's bytes must never stop the job
+            result = Rejected(Reason.DECODE_FAILED, f"{type(error).__name__}: {error}")
+    if isinstance(result, Rejected) and native and native[0].strip():
+        chatter = " | ".join(line.strip() for line in native[0].splitlines() if line.strip())
+        result = Rejected(result.reason, f"{result.detail}; decoder said: {chatter[:500]}")
+    return result
+
+
+def _validate(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
     if not data:
         return Rejected(Reason.EMPTY, "file is empty")
     if len(data) > limits.max_file_bytes:
         return Rejected(
-            Reason.FILE_TOO_LARGE, f"{len(data)} bytes > max_file_bytes {limits.max_file_bytes}"
+            Reason.FILE_TOO_LARGE,
+            f"more than max_file_bytes {limits.max_file_bytes} bytes",
         )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Pillow's bomb and EXIF warnings: we decide ourselves
+    try:
+        image = _open(data)
+    except UnidentifiedImageError:
+        named = signature_format(data)
+        if named in Image.OPEN:  # a format Pillow reads, whose header it could not parse
+            return Rejected(Reason.CORRUPT, f"{named} signature, but its header cannot be read")
+        if named:
+            return Rejected(
+                Reason.UNSUPPORTED_FORMAT, f"{named} signature, but no decoder for it is installed"
+            )
+        return Rejected(Reason.NOT_AN_IMAGE, "no image format Pillow knows in the file's bytes")
+    except Exception as error:  # noqa: BLE001  a format claimed the bytes, then failed on them
+        if "truncat" in str(error).lower():
+            return Rejected(Reason.TRUNCATED, f"header cut short ({error})")
+        return Rejected(Reason.CORRUPT, f"unreadable header: {type(error).__name__}: {error}")
+    with image:
+        too_many = _too_many_pixels(image, limits)
+        if too_many:
+            return too_many
         try:
-            image = _open(data)
-        except Image.DecompressionBombError as error:
-            return Rejected(Reason.TOO_MANY_PIXELS, str(error))
+            image.load()
         except Exception as error:  # noqa: BLE001
-            if "truncat" in str(error).lower():
-                return Rejected(Reason.TRUNCATED, f"header cut short ({error})")
-            named = signature_format(data)
-            if named:
-                return Rejected(
-                    Reason.UNSUPPORTED_FORMAT, f"{named} signature, but this file cannot be decoded"
-                )
-            return Rejected(Reason.NOT_AN_IMAGE, "no known image format in the file's header")
-        with image:
-            width, height = image.size
-            if width * height > limits.max_pixels:
-                return Rejected(
-                    Reason.TOO_MANY_PIXELS,
-                    f"{width}x{height} = {width * height} pixels > max_pixels {limits.max_pixels}",
-                )
-            try:
-                image.load()
-            except Exception as error:  # noqa: BLE001
-                reason = Reason.TRUNCATED if "truncat" in str(error).lower() else Reason.CORRUPT
-                return Rejected(reason, f"{image.format} decode failed: {error}")
-            return _normalize(data, image, limits)
+            reason = Reason.TRUNCATED if "truncat" in str(error).lower() else Reason.CORRUPT
+            return Rejected(reason, f"{image.format} decode failed: {error}")
+        return _too_many_pixels(image, limits) or _normalize(data, image, limits)
+
+
+def _too_many_pixels(image: Image.Image, limits: ImageLimits) -> Rejected | None:
+    """The decompression-bomb guard, on the size the header (or the decoded frame) announces."""
+    width, height = image.size
+    if width * height > limits.max_pixels:
+        return Rejected(
+            Reason.TOO_MANY_PIXELS,
+            f"{width}x{height} = {width * height} pixels > max_pixels {limits.max_pixels}",
+        )
+    return None
 
 
 def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted | Rejected:
@@ -157,11 +199,15 @@ def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted
     if orientation not in (1, None):
         image = ImageOps.exif_transpose(image)
         conversions.append("exif_orientation")
-    rgb = _to_rgb(image)
+    try:
+        rgb = _to_rgb(image)
+    except ValueError as error:  # Pillow has no conversion for this mode
+        return Rejected(Reason.UNSUPPORTED_MODE, f"pixel mode {image.mode}: {error}")
     if rgb is None:
         return Rejected(Reason.UNSUPPORTED_MODE, f"pixel mode {image.mode} has no RGB meaning")
     if rgb is not image:
-        conversions.append(f"mode_{image.mode}_to_rgb")
+        transparency = "_transparency" if "transparency" in image.info else ""
+        conversions.append(f"mode_{image.mode}{transparency}_to_rgb")
     if limits.max_side and max(rgb.size) > limits.max_side:
         rgb = ImageOps.contain(rgb, (limits.max_side, limits.max_side), Image.Resampling.LANCZOS)
         conversions.append("downscale")
@@ -169,12 +215,12 @@ def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted
     if not conversions and _is_contract_format(data, source_format):
         fmt = "jpeg" if source_format in _JPEG_FAMILY else "png"
         return Accepted(data, fmt, height, width, source_format, ())
+    rgb.info = {}  # only pixels travel: no chunk of the source (transparency, text) is re-encoded
+    buffer = io.BytesIO()
     if source_format in _JPEG_FAMILY:
-        buffer = io.BytesIO()
         rgb.save(buffer, format="JPEG", quality=limits.jpeg_quality)
         fmt = "jpeg"
     else:  # lossless (or unknown-loss) sources become PNG so their pixels survive exactly
-        buffer = io.BytesIO()
         rgb.save(buffer, format="PNG", compress_level=1)
         fmt = "png"
     if source_format not in ("JPEG", "PNG"):
@@ -183,7 +229,8 @@ def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted
 
 
 def _is_contract_format(data: bytes, source_format: str) -> bool:
-    """True when the original bytes are already an 8-bit RGB JPEG or PNG."""
+    """True when the original bytes are already an 8-bit RGB JPEG or PNG (without transparency:
+    the caller composites that)."""
     if source_format in _JPEG_FAMILY:
         return True  # mode was RGB (checked by the caller); MPO's first frame is a plain JPEG
     if source_format == "PNG":
@@ -193,19 +240,31 @@ def _is_contract_format(data: bytes, source_format: str) -> bool:
 
 
 def _to_rgb(image: Image.Image) -> Image.Image | None:
-    """Converts any pixel mode to 8-bit RGB; returns the input itself when it already is."""
+    """Converts any pixel mode to 8-bit RGB, compositing any transparency (an alpha band, or a
+    tRNS colour key in RGB, grayscale and palette images) on white; returns the input itself when
+    it already is plain RGB, None for modes with no RGB meaning (floats)."""
     mode = image.mode
-    if mode == "RGB":
-        return image
-    if mode in ("RGBA", "LA", "PA", "La", "RGBa") or (mode == "P" and "transparency" in image.info):
-        rgba = image.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, _BACKGROUND + (255,))
-        return Image.alpha_composite(background, rgba).convert("RGB")
-    if mode.startswith("I;16") or mode == "I":
-        # 16-bit (or 32-bit int) grayscale: scale to 8 bits instead of clipping at 255.
-        pixels = np.asarray(image, dtype=np.float64)
-        eight_bit = np.clip(np.round(pixels / 257.0), 0, 255).astype(np.uint8)
-        return Image.fromarray(eight_bit, mode="L").convert("RGB")
     if mode == "F":
         return None
+    transparency = image.info.get("transparency")
+    if mode == "I" or mode.startswith("I;16"):
+        # 16-bit (or 32-bit int) grayscale: scale to 8 bits instead of clipping at 255.
+        pixels = np.asarray(image)
+        eight_bit = np.clip(np.round(pixels / 257.0), 0, 255).astype(np.uint8)
+        rgb = Image.fromarray(eight_bit, mode="L").convert("RGB")
+        if isinstance(transparency, int):
+            alpha = Image.fromarray(np.where(pixels == transparency, 0, 255).astype(np.uint8))
+            return _on_background(rgb, alpha)
+        return rgb
+    if transparency is not None or "A" in image.getbands() or mode in ("RGBa", "La", "PA"):
+        rgba = image.convert("RGBA")
+        return _on_background(rgba.convert("RGB"), rgba.getchannel("A"))
+    if mode == "RGB":
+        return image
     return image.convert("RGB")
+
+
+def _on_background(rgb: Image.Image, alpha: Image.Image) -> Image.Image:
+    background = Image.new("RGB", rgb.size, _BACKGROUND)
+    background.paste(rgb, mask=alpha)
+    return background

@@ -23,6 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from data_prep import progress
 from data_prep.config import IngestConfig
 from data_prep.inspection import inspect_source
+from data_prep.native_stderr import capture_native_stderr
 from data_prep.plan import IngestPlan, build_plan
 from data_prep.shards import write_shard
 from data_prep.sources import SourceFile, list_sources
@@ -76,7 +77,8 @@ class _InspectBundle(beam.DoFn):
         self._done = 0
 
     def process(self, bundle: list[SourceFile]):
-        outcomes = [inspect_source(source, self._limits) for source in bundle]
+        with capture_native_stderr():  # one redirect per bundle; each file's capture nests in it
+            outcomes = [inspect_source(source, self._limits) for source in bundle]
         self._done += len(bundle)
         now = time.monotonic()
         if self._last_log is None or now - self._last_log >= self._LOG_EVERY_S:

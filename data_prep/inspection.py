@@ -46,7 +46,10 @@ def read_source(source: SourceFile, limit: int) -> bytes:
 
 
 def inspect_source(source: SourceFile, limits: ImageLimits) -> FileOutcome:
-    """Classifies one file as accepted, rejected (with a reason) or ignored (not an image file)."""
+    """Classifies one file as accepted, rejected (with a reason) or ignored (not an image file);
+    never raises, so one file can never stop the job."""
+    if source.problem:
+        return FileOutcome(source, REJECTED, source.problem, source.problem_detail)
     try:
         data = read_source(source, limits.max_file_bytes + 1)
     except Exception as error:  # noqa: BLE001  each filesystem raises its own type
@@ -74,6 +77,8 @@ def inspect_source(source: SourceFile, limits: ImageLimits) -> FileOutcome:
 
 
 def _is_not_image(data: bytes, reason: str) -> bool:
+    """Only bytes that no Pillow format claims are not an image; a file named like an image
+    whose bytes are not one is a broken image (the caller's check), never ignored."""
     if reason in (Reason.EMPTY, Reason.NOT_AN_IMAGE):
         return True
     return reason == Reason.FILE_TOO_LARGE and identify_format(data) is None

@@ -18,7 +18,7 @@ from data_prep.sources import SourceFile
 
 SHARD_PATTERN = "Split-{split}/data_tfrecord-{index:05d}-of-{count:05d}.gz"
 # Rejections that say nothing bad about the data; they do not count toward max_reject_fraction.
-BENIGN_REASONS = frozenset({Reason.DUPLICATE})
+BENIGN_REASONS = frozenset({Reason.DUPLICATE, Reason.SYMLINK_LOOP})
 MIN_SHARD_BYTES = 4 * 1024 * 1024  # below this, more shards only add files, not parallelism
 
 
@@ -82,6 +82,9 @@ def build_plan(outcomes: list[FileOutcome], config: IngestConfig) -> IngestPlan:
         shards.extend(_pack_shards(split, by_split[split], label_map, config))
 
     report = _report(final, by_split, label_map, config)
+    report["classes_left_out"] = sorted(
+        {o.source.label for o in outcomes if o.source.label is not None} - set(label_map)
+    )
     return IngestPlan(label_map, tuple(shards), report, _failure(report, config, by_split))
 
 
@@ -200,6 +203,12 @@ def _failure(report: dict, config: IngestConfig, by_split) -> str | None:
         )
     if len(report["label_map"]) < 2:
         return f"need at least 2 classes with accepted images, found {list(report['label_map'])}"
+    untrained = _classes_without_training_images(report)
+    if untrained:
+        return (
+            "; ".join(untrained)
+            + ": every class needs training images; add images or remove the folder"
+        )
     wanted = set(config.splits) | set(by_split)
     empty = sorted(split for split in wanted if not by_split.get(split))
     if empty:
@@ -208,3 +217,19 @@ def _failure(report: dict, config: IngestConfig, by_split) -> str | None:
             "add images or change the split fractions"
         )
     return None
+
+
+def left_out_message(class_name: str) -> str:
+    """What the ingest and the run summary say of a class folder with no accepted image."""
+    return f"class {class_name!r} has no usable image and was left out"
+
+
+def _classes_without_training_images(report: dict) -> list[str]:
+    problems = []
+    for name, per_split in report["accepted_per_class"].items():
+        if not per_split.get("train"):
+            total = sum(per_split.values())
+            problems.append(
+                f"class {name!r} has {total} accepted image(s), none in the train split"
+            )
+    return problems

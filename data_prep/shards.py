@@ -14,6 +14,7 @@ from apache_beam.io.filesystems import FileSystems
 from data_prep import features
 from data_prep.image_validation import Accepted, ImageLimits, Reason, validate_image
 from data_prep.inspection import read_source
+from data_prep.native_stderr import capture_native_stderr
 from data_prep.plan import PlannedExample, ShardSpec
 from data_prep.tfrecord import GzipTFRecordWriter
 
@@ -27,7 +28,7 @@ def write_shard(
 ) -> dict:
     """Writes one shard; returns its path, split, example count and size in bytes."""
     destination = FileSystems.join(examples_dir, spec.relative_path)
-    with GzipTFRecordWriter(destination) as writer:
+    with GzipTFRecordWriter(destination) as writer, capture_native_stderr():
         for planned in spec.examples:
             row = _row(planned, label_names[planned.label_id], limits)
             writer.write(features.serialize_example(row))

@@ -8,18 +8,25 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import errno
 import hashlib
 import io
 import json
+import os
 import posixpath
+import stat
 
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.localfilesystem import LocalFileSystem
+
+from data_prep.image_validation import Reason
 
 SPLITS = ("train", "eval", "test")
 # A file with one of these names that is not an image is a broken image, not an unrelated file.
+# (Which images are used is decided by their bytes alone.)
 IMAGE_EXTENSIONS = frozenset(
-    ".jpg .jpeg .jpe .jfif .png .gif .bmp .dib .tif .tiff .webp .avif .heic .heif .jp2 .ppm .pgm "
-    ".pbm .ico".split()
+    ".jpg .jpeg .jpe .jfif .png .apng .gif .bmp .dib .tif .tiff .webp .avif .heic .heif .jp2 .j2k "
+    ".jpx .ppm .pgm .pbm .pnm .ico .icns .tga .dds .psd .sgi .rgb .pcx .qoi".split()
 )
 MANIFEST_EXTENSIONS = (".csv", ".jsonl")
 
@@ -34,6 +41,8 @@ class SourceFile:
     path: str  # full path or URI used to read the bytes
     label: str | None  # None: the file sits outside any class folder
     split: str | None = None  # fixed by the manifest; None: chosen by hash
+    problem: str | None = None  # a Reason when the entry is no readable file (a broken link, ...)
+    problem_detail: str = ""
 
     @property
     def has_image_extension(self) -> bool:
@@ -48,35 +57,116 @@ def list_sources(input_path: str) -> list[SourceFile]:
 
 
 def input_fingerprint(input_path: str) -> str:
-    """A hash of every input file's path, size and modification time (and of the manifest), so
+    """A hash of every input entry's path, size and modification time (and of the manifest), so
     a changed, added or removed image changes it without any image being read."""
     if input_path.lower().endswith(MANIFEST_EXTENSIONS):
         patterns = [input_path] + [source.path for source in read_manifest(input_path)]
+        entries = [
+            _Entry(item.path, item.size_in_bytes, item.last_updated_in_seconds)
+            for result in FileSystems.match(patterns)
+            for item in result.metadata_list
+        ]
     else:
-        patterns = [FileSystems.join(input_path.rstrip("/"), "**")]
-    items = [item for result in FileSystems.match(patterns) for item in result.metadata_list]
+        entries = _list_entries(input_path.rstrip("/"))
     digest = hashlib.sha256()
-    for item in sorted(items, key=lambda item: item.path):
-        digest.update(f"{item.path}|{item.size_in_bytes}|{item.last_updated_in_seconds}\n".encode())
+    for entry in sorted(entries, key=lambda entry: entry.path):
+        line = f"{entry.path}|{entry.size}|{entry.mtime}|{entry.problem or ''}\n"
+        digest.update(line.encode("utf-8", "surrogateescape"))  # names need not be UTF-8
     return digest.hexdigest()
 
 
 def list_class_folders(root: str) -> list[SourceFile]:
-    """Every file under root; its label is the first-level folder it sits in (at any depth)."""
+    """Every entry under root; its label is the first-level folder it sits in (at any depth).
+    Entries that are no readable file (broken links, symlink loops, unreadable folders) are
+    listed too, with their problem, so the report accounts for them."""
     root = root.rstrip("/")
+    sources = []
+    for entry in _list_entries(root):
+        relative = _printable(posixpath.relpath(entry.path, root))
+        parts = relative.split("/")
+        label = parts[0] if len(parts) > 1 else None
+        sources.append(SourceFile(relative, entry.path, label, None, entry.problem, entry.detail))
+    if not sources:
+        raise SourceError(f"input {root!r} is empty or does not exist")
+    return sorted(sources)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    path: str
+    size: int = -1
+    mtime: float = 0.0
+    problem: str | None = None
+    detail: str = ""
+
+
+def _list_entries(root: str) -> list[_Entry]:
+    if isinstance(FileSystems.get_filesystem(root), LocalFileSystem):
+        if not os.path.isdir(root):
+            return []
+        if not os.access(root, os.R_OK | os.X_OK):
+            raise SourceError(f"cannot list input {root!r}: permission denied")
+        return _walk_local(root, frozenset({os.path.realpath(root)}))
     try:
         matches = FileSystems.match([FileSystems.join(root, "**")])[0].metadata_list
     except Exception as error:  # noqa: BLE001  each filesystem raises its own type
         raise SourceError(f"cannot list input {root!r}: {error}") from error
-    sources = []
-    for metadata in matches:
-        relative = posixpath.relpath(metadata.path, root)
-        parts = relative.split("/")
-        label = parts[0] if len(parts) > 1 else None
-        sources.append(SourceFile(relative, metadata.path, label))
-    if not sources:
-        raise SourceError(f"input {root!r} is empty or does not exist")
-    return sorted(sources)
+    return [_Entry(item.path, item.size_in_bytes, item.last_updated_in_seconds) for item in matches]
+
+
+def _walk_local(folder: str, ancestors: frozenset[str]) -> list[_Entry]:
+    """Every entry below a local folder, following links to files and folders, except a link back
+    to a folder it sits in (a loop)."""
+    try:
+        with os.scandir(folder) as listing:
+            children = sorted(listing, key=lambda child: child.name)
+    except OSError as error:
+        return [_Entry(folder, problem=Reason.UNREADABLE, detail=f"cannot list: {error.strerror}")]
+    entries = []
+    for child in children:
+        try:
+            target = os.path.realpath(child.path, strict=True)
+        except OSError as error:
+            entries.append(_unresolvable(child.path, error))
+            continue
+        if os.path.isdir(target):
+            if target in ancestors:
+                entries.append(
+                    _Entry(
+                        child.path,
+                        problem=Reason.SYMLINK_LOOP,
+                        detail=f"links back to its own parent folder {_printable(target)}",
+                    )
+                )
+            else:
+                entries.extend(_walk_local(child.path, ancestors | {target}))
+            continue
+        try:
+            status = os.stat(target)
+        except OSError as error:
+            entries.append(_Entry(child.path, problem=Reason.UNREADABLE, detail=error.strerror))
+            continue
+        if not stat.S_ISREG(status.st_mode):  # a pipe or device: reading could block forever
+            entries.append(
+                _Entry(child.path, problem=Reason.UNREADABLE, detail="not a regular file")
+            )
+            continue
+        entries.append(_Entry(child.path, status.st_size, status.st_mtime))
+    return entries
+
+
+def _unresolvable(path: str, error: OSError) -> _Entry:
+    if not os.path.islink(path):
+        return _Entry(path, problem=Reason.UNREADABLE, detail=error.strerror)
+    reason = Reason.SYMLINK_LOOP if error.errno == errno.ELOOP else Reason.BROKEN_LINK
+    detail = f"link to {_printable(os.readlink(path))}: {error.strerror}"
+    return _Entry(path, problem=reason, detail=detail)
+
+
+def _printable(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (kept by Python as surrogates) are written as
+    \\xNN escapes, so the report and the Examples can name the file."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def read_manifest(manifest_path: str) -> list[SourceFile]:

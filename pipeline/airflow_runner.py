@@ -1,7 +1,7 @@
 """Runs the pipeline on Apache Airflow 2 with TFX's AirflowDagRunner: one Airflow task per
 component, run on the config's schedule, plus a last task that logs the run's summary.
 
-The data snapshot (input fingerprint, span, classes) is taken when the DAG file is parsed, because
+The data snapshot (input fingerprint and span) is taken when the DAG file is parsed, because
 TFX's Airflow runner bakes component settings into the DAG then. That is at run time where it
 matters: `airflow dags test` parses the file when the run starts, and Airflow's workers parse the
 DAG file afresh for every task they run (`airflow tasks run`), so ImageExampleGen's task numbers

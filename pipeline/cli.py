@@ -91,6 +91,7 @@ def _add_prep(subparsers) -> None:
 
 def _run_prep(args, beam_args: list[str]) -> int:
     from data_prep.ingest import IngestOutputs, run_ingest
+    from data_prep.plan import left_out_message
 
     failure = None
     config = IngestConfig(
@@ -131,6 +132,8 @@ def _run_prep(args, beam_args: list[str]) -> int:
         f"per split: {report['accepted_per_split']}; rejected by reason: "
         f"{report['rejected_per_reason'] or 'none'}"
     )
+    for name in report["classes_left_out"]:
+        print(left_out_message(name))
     print(
         f"{len(report['shards'])} shards under {outputs.examples_dir}; "
         f"report: {outputs.report_path}; label map: {outputs.label_map_path}"
@@ -342,11 +345,15 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
 
 def _print_summary(summary, config, build_dir: str, log_path: str) -> None:
     """This run's summary (the components were shown live as they ran)."""
+    from data_prep.plan import left_out_message
+
     print(f"run {summary.run_id} of pipeline {config.name}: {summary.status}")
     if summary.span is not None:
         news = "new data, ingested now" if summary.new_data else "unchanged input, from the cache"
         counts = ", ".join(f"{count} {name}" for name, count in summary.ingest_counts.items())
         print(f"data: span {summary.span} ({news}): {counts} files; {summary.ingest_report}")
+        for name in summary.classes_left_out:
+            print(f"data: {left_out_message(name)}")
     if summary.eval_accuracy is not None:
         print(f"eval accuracy: {summary.eval_accuracy:.4f} (threshold {config.min_accuracy})")
     if summary.blessed is not None:
@@ -640,7 +647,7 @@ def _run_compile_vertex(args, beam_args: list[str]) -> int:
     spec = compile_vertex(config, snapshot, args.image, args.output)
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
     print(f"{args.output}: {len(tasks)} tasks in {args.image}, pipeline root {args.pipeline_root}")
-    print(f"data: {data} as span {snapshot.span} ({len(snapshot.class_names)} classes)")
+    print(f"data: {data} as span {snapshot.span}")
     return exit_codes.OK
 
 

@@ -1,4 +1,4 @@
-"""What a run is about to ingest: a fingerprint of the input, its span number and its classes.
+"""What a run is about to ingest: a fingerprint of the input and its span number.
 
 Runners compute it before building the pipeline, so create_pipeline() stays pure. A span numbers a
 data drop: the first ingest of a pipeline is span 1; whenever the input's fingerprint differs from
@@ -15,7 +15,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.metadata_keys import INPUT_FINGERPRINT_PROPERTY
-from data_prep.sources import input_fingerprint, list_sources
+from data_prep.sources import input_fingerprint
 
 EXAMPLE_GEN_NODE = "ImageExampleGen"
 FIRST_SPAN = 1
@@ -26,14 +26,12 @@ class DataSnapshot:
     """Attributes:
     fingerprint: sources.input_fingerprint of the input (paths, sizes, modification times).
     span: the span this input is ingested as.
-    class_names: the label of every image file in the input, sorted; their count sizes the
-      Evaluator's per-class metrics (a class whose every image is rejected leaves an empty slot).
+    (The classes are not known before the ingest has read the images: they are its label map.)
     previous_span: the newest span already ingested, or None on a pipeline's first ingest.
     """
 
     fingerprint: str
     span: int
-    class_names: tuple[str, ...]
     previous_span: int | None = None
 
     @property
@@ -44,17 +42,14 @@ class DataSnapshot:
 def take_snapshot(
     input_path: str, store: metadata_store.MetadataStore, pipeline_name: str
 ) -> DataSnapshot:
-    """Fingerprints and lists the input, and numbers its span against the spans in the store."""
+    """Fingerprints the input, and numbers its span against the spans in the store."""
     fingerprint = input_fingerprint(input_path)
-    class_names = tuple(
-        sorted({source.label for source in list_sources(input_path) if source.label})
-    )
     newest = newest_span(store, pipeline_name)
     if newest is None:
-        return DataSnapshot(fingerprint, FIRST_SPAN, class_names)
+        return DataSnapshot(fingerprint, FIRST_SPAN)
     span, newest_fingerprint = newest
     next_span = span if fingerprint == newest_fingerprint else span + 1
-    return DataSnapshot(fingerprint, next_span, class_names, previous_span=span)
+    return DataSnapshot(fingerprint, next_span, previous_span=span)
 
 
 def newest_span(store: metadata_store.MetadataStore, pipeline_name: str) -> tuple[int, str] | None:

@@ -16,6 +16,7 @@ from tfx.dsl.components.base import executor_spec
 import components
 from components.anomalies_gate import AnomaliesGate
 from components.evaluation_report import EvaluationReportGen
+from components.evaluator import Evaluator
 from components.image_example_gen import ImageExampleGen
 from components.metadata_keys import CODE_FINGERPRINT_KEY, TRAINER_CONFIG_KEY
 from components.model_card import ModelCardGen
@@ -40,9 +41,10 @@ TRAINER_MODULE = os.path.join(_COMPONENTS_DIR, "trainer_module.py")
 BASELINE_NODE = "baseline_model_resolver"
 
 
-def eval_config(min_accuracy: float, num_classes: int) -> tfma.EvalConfig:
+def eval_config(min_accuracy: float) -> tfma.EvalConfig:
     """Accuracy with an absolute floor and no regression against the baseline model, precision
-    and recall of each class (by label id), a confusion matrix, and the example count."""
+    and recall of each class (by label id; components/evaluator.py sets the ids from the ingest's
+    label map at run time), a confusion matrix, and the example count."""
     accuracy_threshold = tfma.MetricThreshold(
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_accuracy}),
         change_threshold=tfma.GenericChangeThreshold(
@@ -73,7 +75,7 @@ def eval_config(min_accuracy: float, num_classes: int) -> tfma.EvalConfig:
                     tfma.MetricConfig(class_name="Precision"),
                     tfma.MetricConfig(class_name="Recall"),
                 ],
-                binarize=tfma.BinarizationOptions(class_ids={"values": range(num_classes)}),
+                binarize=tfma.BinarizationOptions(),
             ),
         ],
     )
@@ -113,7 +115,7 @@ def create_pipeline(
 ) -> tfx.dsl.Pipeline:
     """Args:
     config: a validated PipelineConfig.
-    data: the input's fingerprint (new images invalidate the cache), span and classes.
+    data: the input's fingerprint (new images invalidate the cache) and span.
     code_fingerprint: code_fingerprint.code_fingerprint(); code edits invalidate the cache.
     baseline_resolver: builds the Evaluator's baseline resolver from the Trainer's model channel.
     """
@@ -153,12 +155,12 @@ def create_pipeline(
         },
     )
     baseline = baseline_resolver(trainer.outputs["model"])
-    evaluator = tfx.components.Evaluator(
+    evaluator = Evaluator(  # TFX's, with per-class metrics over the classes the ingest accepted
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline.outputs[MODEL_KEY],
         example_splits=["eval"],
-        eval_config=eval_config(config.min_accuracy, len(data.class_names)),
+        eval_config=eval_config(config.min_accuracy),
     )
     serving_check = ServingCheck(model=trainer.outputs["model"])
     tflite_export = TFLiteExport(

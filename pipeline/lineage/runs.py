@@ -57,6 +57,7 @@ class PipelineRun:
     span: int | None = None  # the data span the run used
     new_data: bool | None = None  # True when this run ingested it (ImageExampleGen not cached)
     class_names: tuple[str, ...] = ()  # by label id, from the ingest's label map
+    classes_left_out: tuple[str, ...] = ()  # class folders with no accepted image
     # Files found, accepted, rejected and ignored by the ingest, and its report's path.
     ingest_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     ingest_report: str | None = None
@@ -280,6 +281,9 @@ def _data(graph: MetadataGraph, first: dict[str, int], components, outputs) -> d
             report.custom_properties[metadata_keys.LABEL_MAP_PROPERTY].string_value
         )
         data["class_names"] = tuple(sorted(label_map, key=label_map.get))
+        left_out = report.custom_properties.get(metadata_keys.CLASSES_LEFT_OUT_PROPERTY)
+        if left_out:
+            data["classes_left_out"] = tuple(json.loads(left_out.string_value))
         data["ingest_counts"] = {
             name: report.custom_properties[name].int_value
             for name in metadata_keys.INGEST_COUNTS

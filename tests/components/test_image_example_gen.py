@@ -55,6 +55,8 @@ def run_root(tmp_path_factory):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(image_files.jpeg(seed=1000 * label_index + i))
     (images / "pear" / "broken.jpg").write_bytes(b"not a jpeg")
+    (images / "docs").mkdir()
+    (images / "docs" / "README.txt").write_bytes(b"how these photos were taken")
     _run(root, images)
     return root
 
@@ -71,6 +73,11 @@ def test_examples_artifact_is_standard(pipeline_run):
         "train",
     ]
     assert examples.custom_properties["payload_format"].string_value == "FORMAT_TF_EXAMPLE"
+    # The class set downstream executors size themselves from (docs/ holds no image).
+    assert json.loads(examples.custom_properties["label_map"].string_value) == {
+        "apple": 0,
+        "pear": 1,
+    }
     files = tf.io.gfile.glob(f"{examples.uri}/Split-train/*.gz")
     record = next(iter(tf.data.TFRecordDataset(files, compression_type="GZIP")))
     parsed = tf.io.parse_single_example(record, features.feature_spec())
@@ -80,10 +87,12 @@ def test_examples_artifact_is_standard(pipeline_run):
 def test_ingest_report_is_an_artifact_in_mlmd(pipeline_run):
     [report] = pipeline_run.get_artifacts_by_type(IngestReport.TYPE_NAME)[:1]
     props = report.custom_properties
-    assert props["found"].int_value == 31
+    assert props["found"].int_value == 32
     assert props["accepted"].int_value == 30
     assert props["rejected"].int_value == 1
+    assert props["ignored"].int_value == 1
     assert json.loads(props["label_map"].string_value) == {"apple": 0, "pear": 1}
+    assert json.loads(props["classes_left_out"].string_value) == ["docs"]
     artifact = IngestReport()
     artifact.uri = report.uri
     assert load_label_map(artifact) == {"apple": 0, "pear": 1}

@@ -188,9 +188,80 @@ def test_every_accepted_output_decodes_with_tf_into_three_channels():
 
 
 @pytest.mark.parametrize(
-    "data",
-    [b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic", b"II*\x00\x08\x00\x00\x00garbage"],
+    ("data", "reason"),
+    [
+        (b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic", Reason.UNSUPPORTED_FORMAT),
+        (b"II*\x00\x08\x00\x00\x00garbage", Reason.CORRUPT),
+    ],
 )
-def test_image_signature_we_cannot_decode_is_unsupported_not_a_non_image(data):
+def test_image_signature_we_cannot_decode_is_a_broken_image_not_a_non_image(data, reason):
+    # No HEIC decoder is installed; a TIFF header Pillow cannot parse is a corrupt TIFF.
+    assert validate_image(data, LIMITS).reason == reason
+
+
+@pytest.mark.parametrize(
+    ("mode", "transparency"),
+    [("RGB", (255, 0, 0)), ("L", 76), ("P", None)],  # L: red's gray level; P: red's index
+)
+def test_png_transparency_chunk_is_composited_on_white(mode, transparency):
+    pixels = np.zeros((4, 4, 3), dtype=np.uint8)
+    pixels[..., 0] = 255  # red everywhere but the first pixel, which is black
+    pixels[0, 0] = 0
+    image = Image.fromarray(pixels).convert(mode)
+    if mode == "P":
+        transparency = image.getpixel((1, 1))
+    data = image_files.encode(image, "PNG", transparency=transparency)
     result = validate_image(data, LIMITS)
-    assert result.reason == Reason.UNSUPPORTED_FORMAT
+    assert isinstance(result, Accepted), result
+    decoded = decode(result)
+    assert tuple(decoded[3, 3]) == (255, 255, 255)  # the transparent red became the background
+    assert tuple(decoded[0, 0]) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("fmt", ["TGA", "PCX", "SGI", "QOI", "DDS", "ICO", "IM"])
+def test_formats_without_a_common_extension_are_decoded_from_their_bytes(fmt):
+    pixels = image_files.random_rgb(height=16, width=16)
+    result = validate_image(image_files.encode(Image.fromarray(pixels), fmt), LIMITS)
+    assert isinstance(result, Accepted), result
+    assert result.source_format == fmt
+    assert decode(result).shape == (16, 16, 3)
+
+
+def test_decompression_bomb_message_names_the_configured_limit():
+    result = validate_image(_png_bomb(30_000, 30_000), ImageLimits(max_pixels=5_000_000))
+    assert result.reason == Reason.TOO_MANY_PIXELS
+    assert "max_pixels 5000000" in result.detail  # not Pillow's own limit
+
+
+def test_too_large_file_message_names_the_configured_limit():
+    result = validate_image(image_files.png(), ImageLimits(max_file_bytes=100))
+    assert result.reason == Reason.FILE_TOO_LARGE
+    assert "max_file_bytes 100" in result.detail
+
+
+def test_an_exception_from_pillow_becomes_a_rejection_naming_it(monkeypatch):
+    data = image_files.encode(Image.fromarray(image_files.random_rgb()), "BMP")
+
+    def explode(*args, **kwargs):
+        raise ValueError("transparency for RGB must be list or tuple")
+
+    monkeypatch.setattr(Image.Image, "save", explode)  # where the reported crash came from
+    result = validate_image(data, LIMITS)
+    assert result.reason == Reason.DECODE_FAILED
+    assert result.detail == "ValueError: transparency for RGB must be list or tuple"
+
+
+def test_what_libtiff_prints_is_the_detail_and_never_reaches_stderr(capfd):
+    data = bytearray(
+        image_files.encode(
+            Image.fromarray(image_files.random_rgb(64, 64)),
+            "TIFF",
+            compression="tiff_adobe_deflate",
+        )
+    )
+    for position in range(20, len(data) // 2, 37):
+        data[position] ^= 0xFF
+    result = validate_image(bytes(data), LIMITS)
+    assert result.reason == Reason.CORRUPT
+    assert "decoder said: ZIPDecode" in result.detail
+    assert capfd.readouterr().err == ""

@@ -255,8 +255,9 @@ def test_manifest_input(messy_tree, tmp_path):
         ["path,label,split"]
         + [f"{root}/cat/{i:02d}.jpg,cat,train" for i in range(4)]
         + [f"{root}/dog/{i:02d}.jpg,dog,eval" for i in range(3)]
+        + [f"{root}/dog/03.jpg,dog,train"]  # every class needs training images
     )
     (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
     shutil.rmtree(tmp_path / "out", ignore_errors=True)
     report = _ingest(tmp_path / "m.csv", tmp_path / "out")
-    assert report["accepted_per_split"] == {"eval": 3, "train": 4}
+    assert report["accepted_per_split"] == {"eval": 3, "train": 5}

@@ -121,3 +121,26 @@ def test_shard_count_keeps_target_size_and_a_floor_for_parallelism():
     assert shard_count(175 * 2**20, 5000, config) == 8  # parallelism floor
     assert shard_count(2000 * 2**20, 50000, config) == 20  # target size rules
     assert shard_count(50 * 2**20, 3, config) == 3  # never more shards than examples
+
+
+def test_a_class_folder_with_no_usable_image_is_left_out_and_named():
+    from data_prep.plan import left_out_message
+
+    outcomes = many(30) + [
+        FileOutcome(SourceFile("docs/README.txt", "/in/docs/README.txt", "docs"), IGNORED),
+        FileOutcome(SourceFile("broken/a.jpg", "/in/broken/a.jpg", "broken"), REJECTED, "corrupt"),
+    ]
+    plan = build_plan(outcomes, dataclasses.replace(CONFIG, max_reject_fraction=0.5))
+    assert plan.failure is None
+    assert plan.label_map == {"c0": 0, "c1": 1, "c2": 2}
+    assert plan.report["classes_left_out"] == ["broken", "docs"]
+    assert left_out_message("docs") == "class 'docs' has no usable image and was left out"
+
+
+def test_a_class_with_no_training_image_fails_at_the_ingest_naming_it():
+    lone = accepted("owl/only.jpg", "owl", "f" * 64, split="eval")
+    plan = build_plan(many(30) + [lone], CONFIG)
+    assert plan.failure == (
+        "class 'owl' has 1 accepted image(s), none in the train split: every class needs "
+        "training images; add images or remove the folder"
+    )

@@ -1,4 +1,5 @@
 import json
+import pathlib
 
 import pytest
 
@@ -82,3 +83,44 @@ def test_input_fingerprint_changes_when_any_image_changes(tmp_path):
     assert second != first
     _touch(tmp_path / "dog/c.jpg")
     assert input_fingerprint(str(tmp_path)) not in (first, second)
+
+
+def test_links_loops_and_odd_entries_are_listed_with_their_problem(tmp_path):
+    import os
+
+    from data_prep.image_validation import Reason
+
+    _touch(tmp_path / "cat/a.jpg")
+    _touch(tmp_path / "elsewhere/b.jpg")
+    os.symlink("a.jpg", tmp_path / "cat/link_to_file.jpg")
+    os.symlink("../elsewhere", tmp_path / "cat/linked_folder")
+    os.symlink(".", tmp_path / "cat/loop")
+    os.symlink("self", tmp_path / "cat/self")
+    os.symlink("gone.jpg", tmp_path / "cat/dangling.jpg")
+    os.mkfifo(tmp_path / "cat/pipe")
+    problems = {s.relative_path: s.problem for s in list_sources(str(tmp_path))}
+    assert problems == {
+        "cat/a.jpg": None,
+        "cat/dangling.jpg": Reason.BROKEN_LINK,
+        "cat/link_to_file.jpg": None,
+        "cat/linked_folder/b.jpg": None,
+        "cat/loop": Reason.SYMLINK_LOOP,
+        "cat/pipe": Reason.UNREADABLE,  # never opened: reading a pipe could block forever
+        "cat/self": Reason.SYMLINK_LOOP,
+        "elsewhere/b.jpg": None,
+    }
+
+
+def test_a_file_name_that_is_not_utf8_is_listed_with_escapes_and_fingerprinted(tmp_path):
+    import os
+
+    from data_prep.sources import input_fingerprint
+
+    name = os.fsdecode(b"bad\xff\xfe0.jpg")
+    _touch(tmp_path / "cat" / name, b"bytes")
+    (source,) = list_sources(str(tmp_path))
+    assert source.relative_path == "cat/bad\\xff\\xfe0.jpg"
+    assert pathlib.Path(source.path).read_bytes() == b"bytes"  # the path still opens the file
+    before = input_fingerprint(str(tmp_path))
+    (tmp_path / "cat" / name).write_bytes(b"other bytes")
+    assert input_fingerprint(str(tmp_path)) != before

@@ -88,6 +88,8 @@ def test_prep_writes_dataset_and_summarizes(tmp_path, capsys):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(image_files.jpeg(seed=i + (100 if label == "b" else 0)))
     (tmp_path / "in" / "a" / "broken.png").write_bytes(b"nope")
+    (tmp_path / "in" / "docs").mkdir()
+    (tmp_path / "in" / "docs" / "README.txt").write_bytes(b"where the photos came from")
     code = main(
         [
             "prep",
@@ -102,8 +104,9 @@ def test_prep_writes_dataset_and_summarizes(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert code == 0
-    assert "17 files: 16 accepted, 1 rejected, 0 ignored" in out
+    assert "18 files: 16 accepted, 1 rejected, 1 ignored" in out
     assert "'not_an_image': 1" in out
+    assert "class 'docs' has no usable image and was left out" in out
     assert (tmp_path / "out" / "label_map.json").exists()
 
 
