@@ -433,6 +433,7 @@ _RUN_OUTPUTS = {
     "tflite": ("tflite", "imgpipe.TFLiteModel"),
     "readable_evaluation": ("report", "imgpipe.EvaluationReport"),
     "model_card": ("model_card", "imgpipe.ModelCard"),
+    "model_run": ("model_run", "ModelRun"),  # the Trainer's TensorBoard logs and JSON reports
 }
 INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")  # IngestReport custom properties
 
@@ -496,20 +497,7 @@ def _summarize(graph: _Graph, run_id: str, executions, node_of, metrics: bool) -
         for e in executions
     )
     outputs = _outputs_by_key(graph.store.get_events_by_execution_ids([e.id for e in executions]))
-    produced = {  # live ones only: a failed execution leaves pending outputs behind
-        artifact.id: graph.artifact_types[artifact.type_id]
-        for artifact in graph.store.get_artifacts_by_id(
-            [i for by_key in outputs.values() for ids in by_key.values() for i in ids]
-        )
-        if artifact.state == mlmd_pb2.Artifact.LIVE
-    }
-    first = {  # e.g. 'blessing' -> the ModelBlessing, never the serving check's InfraBlessing
-        name: ids[0]
-        for by_key in outputs.values()
-        for key, ids in by_key.items()
-        for name, (output_key, type_name) in _RUN_OUTPUTS.items()
-        if key == output_key and produced.get(ids[0]) == type_name
-    }
+    first = _first_outputs(graph, outputs)
     outcome = {}
     if "blessing" in first:
         blessing = graph.artifact(first["blessing"])
@@ -539,6 +527,43 @@ def _summarize(graph: _Graph, run_id: str, executions, node_of, metrics: bool) -
         examples_id=first.get("examples"),
         **outcome,
     )
+
+
+def _first_outputs(graph: _Graph, outputs: dict[int, dict[str, list[int]]]) -> dict[str, int]:
+    """_RUN_OUTPUTS name -> the id of the run's first live artifact of that name and type."""
+    produced = {  # live ones only: a failed execution leaves pending outputs behind
+        artifact.id: graph.artifact_types[artifact.type_id]
+        for artifact in graph.store.get_artifacts_by_id(
+            [i for by_key in outputs.values() for ids in by_key.values() for i in ids]
+        )
+        if artifact.state == mlmd_pb2.Artifact.LIVE
+    }
+    return {  # e.g. 'blessing' -> the ModelBlessing, never the serving check's InfraBlessing
+        name: ids[0]
+        for by_key in outputs.values()
+        for key, ids in by_key.items()
+        for name, (output_key, type_name) in _RUN_OUTPUTS.items()
+        if key == output_key and produced.get(ids[0]) == type_name
+    }
+
+
+def run_artifacts(
+    store: metadata_store.MetadataStore, run: PipelineRun
+) -> dict[str, ArtifactRecord]:
+    """The artifacts behind a run's summary by _RUN_OUTPUTS name (examples, model_run,
+    readable_evaluation, tflite, model_card, ...), made or reused from the cache by the run, for
+    views that read their files."""
+    graph = _Graph(store)
+    ids = [component.execution_id for component in run.components]
+    first = _first_outputs(graph, _outputs_by_key(store.get_events_by_execution_ids(ids)))
+    return {name: graph.record(graph.artifact(artifact_id)) for name, artifact_id in first.items()}
+
+
+def run_executions(store: metadata_store.MetadataStore, run: PipelineRun) -> list[ExecutionRecord]:
+    """The run's executions as records (start time, seconds, state, settings), in run order."""
+    graph = _Graph(store)
+    executions = store.get_executions_by_id([c.execution_id for c in run.components])
+    return [graph.execution(e) for e in sorted(executions, key=lambda e: e.id)]
 
 
 def _data(graph: _Graph, first: dict[str, int], components, outputs) -> dict:

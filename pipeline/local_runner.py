@@ -12,6 +12,7 @@ from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import take_snapshot
 from pipeline.factory import create_pipeline
 from pipeline.lineage import PipelineRun, list_runs
+from pipeline.ui.report import report_path, write_report
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -21,15 +22,17 @@ def open_store(metadata_path: str) -> metadata_store.MetadataStore:
 
 
 def run_local(config: PipelineConfig) -> PipelineRun:
-    """Validates, numbers the input's span, runs the whole pipeline, and summarizes this run from
-    ML Metadata."""
+    """Validates, numbers the input's span, runs the whole pipeline, summarizes this run from
+    ML Metadata and writes its self-contained HTML report beside the run summaries."""
     config.validate()
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
     store = open_store(config.metadata_path)
     data = take_snapshot(config.ingest.input, store, config.name)
     pipeline = create_pipeline(config, data, code_fingerprint())
     tfx.orchestration.LocalDagRunner().run(pipeline)
-    return summarize_latest_run(store, config.name)
+    summary = summarize_latest_run(store, config.name)
+    write_report(store, summary.run_id, report_path(config.pipeline_root, summary.run_id))
+    return summary
 
 
 def summarize_latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> PipelineRun:
