@@ -458,6 +458,8 @@ def _run_ui(args, beam_args: list[str]) -> int:
             "UI has no login, so anyone who can reach it reads every run and image",
             file=sys.stderr,
         )
+    if not args.verbose:  # one line per request is the web server's log, not the user's
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
     print(f"imgpipe ui: http://{args.host}:{server.server_port}/ over {target.describe()}")
     print("read-only; Ctrl-C stops it", flush=True)
     try:

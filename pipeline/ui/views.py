@@ -114,7 +114,12 @@ def runs_view(store: metadata_store.MetadataStore) -> list[RunRow]:
 
 
 def diff_view(store: metadata_store.MetadataStore, run_a: str, run_b: str) -> DiffView:
-    diff = lineage.diff_runs(store, run_a, run_b)
+    """What changed from the older of two runs (A) to the newer (B), whichever was named first."""
+    runs = lineage.list_runs(store, metrics=False)  # newest first
+    first, second = lineage.find_run(runs, run_a), lineage.find_run(runs, run_b)
+    if runs.index(first) < runs.index(second):
+        first, second = second, first
+    diff = lineage.diff_runs(store, first.run_id, second.run_id)
     sections: dict[str, list[lineage.Change]] = {}
     for change in diff.changes:
         sections.setdefault(change.section, []).append(change)

@@ -68,7 +68,7 @@ def test_the_runs_table_has_both_runs_and_compares_the_two_selected(browser, ser
     assert rows == [two_runs.second.run_id, two_runs.first.run_id]
     for run in (two_runs.first, two_runs.second):
         page.check(f"input[value='{run.run_id}']")
-    page.click("button[type=submit]")
+    page.click("#compare")
     page.wait_for_load_state("load")
     row = page.locator("#diff tr[data-key='config.trainer.learning_rate']")
     assert row.locator("td").nth(3).inner_text() == str(SECOND_RATE)
@@ -84,7 +84,8 @@ def test_the_run_page_shows_the_gallery_thumbnails_and_curves(browser, served, t
     assert rejected.locator("img").evaluate("image => image.naturalWidth") > 0
     assert page.locator(".chart polyline").count() >= 4
     assert page.locator("#confusion tbody tr").count() == 3
-    if os.environ.get("IMGPIPE_UI_SCREENSHOT"):
+    if os.environ.get("IMGPIPE_UI_SCREENSHOT"):  # the README's: metrics, confusion matrix, gallery
+        page.evaluate("document.getElementById('evaluation').scrollIntoView()")
         page.screenshot(path=os.environ["IMGPIPE_UI_SCREENSHOT"])
     browser.open(f"{served}/run/{two_runs.second.run_id}")
 
@@ -103,7 +104,7 @@ def test_the_lineage_picture_is_there_and_its_nodes_lead_to_pages(browser, serve
 def test_the_image_search_finds_the_datasets_that_used_an_image(browser, served, two_runs):
     page = browser.open(served + "/")
     page.fill("input[name=image]", str(two_runs.images / "cat" / "1.jpg"))
-    page.click("header button")
+    page.click("#search")
     page.wait_for_load_state("load")
     assert page.locator("#matches tbody tr").count() == 1  # one dataset: the data never changed
     assert browser.problems == []
@@ -113,7 +114,9 @@ def test_the_self_contained_report_shows_its_images_without_the_network(browser,
     requested = []
     browser.page.on("request", lambda r: requested.append(r.url))
     path = report.report_path(two_runs.config.pipeline_root, two_runs.first.run_id)
-    browser.open("file://" + os.path.abspath(path))
+    page = browser.open("file://" + os.path.abspath(path))
+    header = page.evaluate("getComputedStyle(document.querySelector('header')).backgroundColor")
+    assert header == "rgb(17, 24, 39)"  # the inline stylesheet applies
     widths = browser.widths("img")
     assert widths and all(width > 0 for width in widths)
     assert [url for url in requested if not url.startswith(("file:", "data:"))] == []
