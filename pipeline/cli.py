@@ -433,17 +433,22 @@ def _add_ui(subparsers) -> None:
 
 
 def _run_ui(args, beam_args: list[str]) -> int:
+    import socket
+    import threading
+
     from werkzeug.serving import make_server
 
     from pipeline.mlmd_connection import StoreNotFound
-    from pipeline.ui.app import create_app, is_loopback
+    from pipeline.ui.app import create_app, is_loopback, warm_up
 
     try:
         target = _store_target(args)
         target.open()  # fail now, not at the first page, when the store is not there
-        server = make_server(
-            args.host, args.port, create_app(target.open, target.describe()), threaded=True
-        )
+        # Bound here, not by Werkzeug, which prints its own lines and exits when the port is taken.
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        with socket.create_server((args.host, args.port), family=family) as listener:
+            app = create_app(target.open, target.describe())
+            server = make_server(args.host, args.port, app, threaded=True, fd=listener.fileno())
     except (ConfigError, StoreNotFound) as error:
         print(f"imgpipe ui: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
@@ -460,8 +465,9 @@ def _run_ui(args, beam_args: list[str]) -> int:
         )
     if not args.verbose:  # one line per request is the web server's log, not the user's
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    print(f"imgpipe ui: http://{args.host}:{server.server_port}/ over {target.describe()}")
+    print(f"imgpipe ui: http://{args.host}:{server.port}/ over {target.describe()}")
     print("read-only; Ctrl-C stops it", flush=True)
+    threading.Thread(target=warm_up, daemon=True).start()
     try:
         server.serve_forever()
     except KeyboardInterrupt:

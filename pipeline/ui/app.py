@@ -33,6 +33,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def warm_up() -> None:
+    """Imports what the pages read metrics and shards with (TFMA, TensorFlow: seconds), so the
+    first visitor does not wait for it; run in a thread while the server already answers."""
+    import tensorflow  # noqa: F401
+    import tensorflow_model_analysis  # noqa: F401
+
+
 class _RunPages:
     """The last few finished runs' views (a running run's page is always computed afresh)."""
 

@@ -55,6 +55,6 @@ def served(two_runs) -> str:
     server = make_server("127.0.0.1", 0, create_app(target.open, target.describe()), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
+    yield f"http://127.0.0.1:{server.port}"
     server.shutdown()
     thread.join()
