@@ -29,6 +29,18 @@ class PlacedEdge:
     x2: int
     y2: int
 
+    @property
+    def path(self) -> str:
+        """SVG path data: straight to the next column; an edge that skips columns bends below
+        the row, so it does not run behind the boxes it passes."""
+        if self.x2 - self.x1 <= COLUMN_WIDTH:
+            return f"M {self.x1} {self.y1} L {self.x2} {self.y2}"
+        dip = max(self.y1, self.y2) + ROW_HEIGHT // 2 + BOX_HEIGHT // 4
+        return (
+            f"M {self.x1} {self.y1} C {self.x1 + 40} {dip}, {self.x2 - 40} {dip}, "
+            f"{self.x2} {self.y2}"
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class GraphPicture:
@@ -87,5 +99,5 @@ def lay_out(edges, is_execution, link_for) -> GraphPicture:
         for source, target, key in edges
     )
     width = PADDING * 2 + (max(depth.values(), default=0)) * COLUMN_WIDTH + BOX_WIDTH
-    height = PADDING * 2 + (max(rows.values(), default=1) - 1) * ROW_HEIGHT + BOX_HEIGHT
+    height = PADDING * 2 + max(rows.values(), default=1) * ROW_HEIGHT  # room for bent edges
     return GraphPicture(nodes, placed_edges, width, height)

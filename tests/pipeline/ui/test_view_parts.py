@@ -74,6 +74,7 @@ def test_graph_layout_places_edges_from_box_to_box_and_keeps_links():
     first = picture.edges[0]
     assert first.x1 == nodes["A 1"].x + graph_layout.BOX_WIDTH and first.x2 == nodes["B #2"].x
     assert nodes["B #2"].y != nodes["D 4"].y  # same column, different rows
+    assert picture.edges[0].path.startswith(f"M {first.x1} {first.y1} L ")
     assert picture.width >= nodes["C 3"].x + graph_layout.BOX_WIDTH
 
 
@@ -146,3 +147,13 @@ def test_a_rejected_file_is_found_where_the_ingest_read_it(input_path, relative,
 )
 def test_only_loopback_addresses_count_as_local(host, loopback):
     assert app.is_loopback(host) is loopback
+
+
+def test_an_edge_that_skips_a_column_bends_below_the_boxes_it_passes():
+    picture = graph_layout.lay_out(
+        [("A", "B", "x"), ("B", "C", "y"), ("A", "C", "z")], lambda label: False, {}.get
+    )
+    skipping = picture.edges[2]
+    assert " C " in skipping.path and " L " not in skipping.path
+    parts = skipping.path.replace(",", " ").split()  # M x1 y1 C cx1 cy1 cx2 cy2 x2 y2
+    assert min(float(parts[5]), float(parts[7])) > skipping.y1 + graph_layout.BOX_HEIGHT / 2
