@@ -93,6 +93,10 @@ def test_the_run_page_shows_the_gallery_thumbnails_and_curves(browser, served, t
 def test_the_lineage_picture_is_there_and_its_nodes_lead_to_pages(browser, served, two_runs):
     page = browser.open(served + "/lineage")
     assert page.locator("#lineage-graph rect").count() >= 8
+    edges = page.eval_on_selector_all(
+        "#lineage-graph path.edge", "p => p.map(e => e.getTotalLength())"
+    )
+    assert len(edges) >= 8 and all(length > 0 for length in edges)
     links = page.eval_on_selector_all("#lineage-graph a", "nodes => nodes.map(a => a.href.baseVal)")
     assert any("/lineage/examples/" in link for link in links)
     assert any(f"/run/{two_runs.first.run_id}" in link for link in links)
