@@ -128,7 +128,7 @@ def log_run_summary(
     LOGGER.info("eval accuracy %s, blessed %s", summary["eval_accuracy"], summary["blessed"])
     LOGGER.info("pushed: %s", summary["pushed_to"] or "no")
     os.makedirs(summaries_dir, exist_ok=True)
-    with open(os.path.join(summaries_dir, f"{_file_name(ti.run_id)}.json"), "w") as handle:
+    with open(os.path.join(summaries_dir, f"{summary_file_name(ti.run_id)}.json"), "w") as handle:
         json.dump(summary, handle, indent=2, default=str)
     unsuccessful = sorted(
         f"{task} ({state})"
@@ -140,5 +140,6 @@ def log_run_summary(
     return summary
 
 
-def _file_name(run_id: str) -> str:
+def summary_file_name(run_id: str) -> str:
+    """A run id as a file name (Airflow's ids hold ':' and '+'); also names the run's report."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)

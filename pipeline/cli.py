@@ -372,6 +372,9 @@ def _print_summary(summary, config, build_dir: str, log_path: str) -> None:
     if summary.pushed_to:
         lineage = f"imgpipe lineage model --latest-pushed --build-dir {build_dir}"
         print(f"where the pushed model came from: {lineage}")
+    from pipeline.ui.report import report_path
+
+    print(f"run report (one HTML file): {report_path(config.pipeline_root, summary.run_id)}")
     print(f"full log: {log_path}")
 
 
@@ -380,10 +383,11 @@ def _print_outcome(summary) -> None:
     print(f"pushed: {summary.pushed_to or 'no'}")
 
 
-def _store_options(defaults: bool = True) -> argparse.ArgumentParser:
+def _store_options(defaults: bool = True, answers: bool = True) -> argparse.ArgumentParser:
     """Options every ML Metadata query shares: which store, which pipeline, JSON or tables.
 
-    defaults=False for a nested subcommand, so `runs --json diff A B` keeps what `runs` parsed.
+    defaults=False for a nested subcommand, so `runs --json diff A B` keeps what `runs` parsed;
+    answers=False for commands that print no answer (ui, report): the store options only.
     """
     parent = argparse.ArgumentParser(
         add_help=False, argument_default=None if defaults else argparse.SUPPRESS
@@ -403,6 +407,8 @@ def _store_options(defaults: bool = True) -> argparse.ArgumentParser:
     store.add_argument("--mlmd-mysql", metavar="HOST[:PORT]/DB", help="a MySQL ML Metadata store")
     store.add_argument("--mlmd-user", metavar="USER", help="MySQL user")
     store.add_argument("--mlmd-grpc", metavar="HOST:PORT", help="an ML Metadata gRPC service")
+    if not answers:
+        return parent
     parent.add_argument("--pipeline", help="only runs of this pipeline (default: all)")
     parent.add_argument(
         "--json",
@@ -480,20 +486,11 @@ def _run_query(args, beam_args: list[str]) -> int:
     from ml_metadata import errors
 
     from pipeline import lineage, lineage_format, run_guard
-    from pipeline.config import local_preset
-    from pipeline.mlmd_connection import MlmdTarget, StoreNotFound
+    from pipeline.mlmd_connection import StoreNotFound
 
     command = "runs" if args.query in ("runs", "diff") else "lineage"
     try:
-        target = MlmdTarget.resolve(
-            {
-                "sqlite": args.mlmd_sqlite,
-                "mysql": args.mlmd_mysql,
-                "grpc": args.mlmd_grpc,
-                "user": args.mlmd_user,
-            },
-            default_sqlite=local_preset("", args.build_dir).metadata_path,
-        )
+        target = _store_target(args)
         if target.backend() == "sqlite":  # a local store: no dead run is left shown running
             run_guard.settle_orphans(target.sqlite or target.default_sqlite)
         store = target.open()
@@ -526,6 +523,121 @@ def _run_query(args, beam_args: list[str]) -> int:
         print(f"imgpipe {command}: error: {target.describe()}: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     print(lineage_format.to_json(answer) if args.json else text(answer))
+    return exit_codes.OK
+
+
+def _store_target(args):
+    """The ML Metadata store the store options name (default: the SQLite file of --build-dir)."""
+    from pipeline.config import local_preset
+    from pipeline.mlmd_connection import MlmdTarget
+
+    return MlmdTarget.resolve(
+        {
+            "sqlite": args.mlmd_sqlite,
+            "mysql": args.mlmd_mysql,
+            "grpc": args.mlmd_grpc,
+            "user": args.mlmd_user,
+        },
+        default_sqlite=local_preset("", args.build_dir).metadata_path,
+    )
+
+
+def _add_ui(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "ui",
+        parents=[_store_options(answers=False)],
+        help="a read-only local web app: runs, data, mistakes, training curves and lineage",
+        description="Serves pages over the metadata store and the artifacts: the runs (select two "
+        "to compare), each run (components, ingest report with rejected files, training curves, "
+        "evaluation with the misclassified images, serving check, TFLite, model card) and a "
+        "model's lineage as a graph, with an image search. It has no login: it listens on "
+        "127.0.0.1 unless told otherwise.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8765, help="port (default: %(default)s)")
+    parser.set_defaults(handler=_run_ui)
+
+
+def _run_ui(args, beam_args: list[str]) -> int:
+    import socket
+    import threading
+
+    from werkzeug.serving import make_server
+
+    from pipeline.mlmd_connection import StoreNotFound
+    from pipeline.ui.app import create_app, is_loopback, warm_up
+
+    try:
+        target = _store_target(args)
+        target.open()  # fail now, not at the first page, when the store is not there
+        # Bound here, not by Werkzeug, which prints its own lines and exits when the port is taken.
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        with socket.create_server((args.host, args.port), family=family) as listener:
+            app = create_app(target.open, target.describe())
+            server = make_server(args.host, args.port, app, threaded=True, fd=listener.fileno())
+    except (ConfigError, StoreNotFound) as error:
+        print(f"imgpipe ui: error: {error}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    except OSError as error:
+        print(
+            f"imgpipe ui: error: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr
+        )
+        return exit_codes.BAD_INPUT
+    if not is_loopback(args.host):
+        print(
+            f"imgpipe ui: warning: listening on {args.host}, reachable from other machines; the "
+            "UI has no login, so anyone who can reach it reads every run and image",
+            file=sys.stderr,
+        )
+    if not args.verbose:  # one line per request is the web server's log, not the user's
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    print(f"imgpipe ui: http://{args.host}:{server.port}/ over {target.describe()}")
+    print("read-only; Ctrl-C stops it", flush=True)
+    threading.Thread(target=warm_up, daemon=True).start()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return exit_codes.OK
+
+
+def _add_report(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        parents=[_store_options(answers=False)],
+        help="one run's page as a self-contained HTML file (images embedded)",
+        description="Writes the run page of `imgpipe ui` as one HTML file with its style and "
+        "thumbnails inside, for CI artifacts and e-mail. A run is named by its id, a unique "
+        "prefix of it, `latest` or `latest~N`. Every local run also writes it beside its "
+        "summary.",
+    )
+    parser.add_argument("run", help="run id, unique prefix, latest or latest~N")
+    parser.add_argument("--output", required=True, help="the HTML file to write")
+    parser.set_defaults(handler=_run_report)
+
+
+def _run_report(args, beam_args: list[str]) -> int:
+    from ml_metadata import errors
+
+    from pipeline.lineage import LineageError
+    from pipeline.mlmd_connection import StoreNotFound
+    from pipeline.ui.report import write_report
+
+    try:
+        target = _store_target(args)
+        run_id = write_report(target.open(), args.run, args.output)
+    except (ConfigError, StoreNotFound, LineageError) as error:
+        print(f"imgpipe report: error: {error}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    except errors.StatusError as error:
+        print(f"imgpipe report: error: {target.describe()}: {error}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    except OSError as error:
+        print(f"imgpipe report: error: cannot write {args.output}: {error}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    print(f"run {run_id}: {args.output}")
     return exit_codes.OK
 
 
@@ -669,6 +781,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_runs(subparsers)
     _add_lineage(subparsers)
     _add_predict(subparsers)
+    _add_ui(subparsers)
+    _add_report(subparsers)
     _add_compile_vertex(subparsers)
     return parser
 

@@ -19,6 +19,7 @@ from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import take_snapshot
 from pipeline.factory import create_pipeline
 from pipeline.lineage import PipelineRun, run_record
+from pipeline.ui.report import report_path, write_report
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -47,7 +48,8 @@ def run_local(
 ) -> PipelineRun:
     """Validates, takes the pipeline's lock (waiting when `wait`, else raising RunBusy), marks
     what a dead earlier run left RUNNING as failed, numbers the input's span, runs the whole
-    pipeline, and summarizes this run (not the store's newest) from ML Metadata.
+    pipeline, summarizes this run (not the store's newest) from ML Metadata and writes its
+    self-contained HTML report beside the run summaries.
 
     config_file: the settings the run's config file gave (JSON), recorded with the run. A
     Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates.
@@ -78,4 +80,6 @@ def run_local(
             raise
         finally:
             run_guard.end_run(store, run_id, state, reason)
-    return run_record(store, config.name, run_id)
+    summary = run_record(store, config.name, run_id)
+    write_report(store, summary.run_id, report_path(config.pipeline_root, summary.run_id))
+    return summary

@@ -23,6 +23,8 @@ from pipeline.lineage.runs import (
     PipelineRun,
     find_run,
     list_runs,
+    run_artifacts,
+    run_executions,
     run_record,
 )
 from pipeline.lineage.store import ArtifactRecord, Edge, ExecutionRecord, LineageError
@@ -53,6 +55,8 @@ __all__ = [
     "list_runs",
     "model_lineage",
     "per_class_metrics",
+    "run_artifacts",
+    "run_executions",
     "run_facts",
     "run_record",
 ]

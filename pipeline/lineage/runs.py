@@ -23,6 +23,8 @@ from pipeline.lineage.store import (
     PIPELINE_RUN_CONTEXT,
     RESOLVER_EXECUTION_TYPE,
     STATES,
+    ArtifactRecord,
+    ExecutionRecord,
     LineageError,
     MetadataGraph,
     iso_time,
@@ -155,6 +157,7 @@ _RUN_OUTPUTS = {
     "tflite": ("tflite", metadata_keys.TFLITE_MODEL_TYPE),
     "readable_evaluation": ("report", metadata_keys.EVALUATION_REPORT_TYPE),
     "model_card": ("model_card", metadata_keys.MODEL_CARD_TYPE),
+    "model_run": ("model_run", "ModelRun"),  # the Trainer's TensorBoard logs and JSON reports
 }
 
 
@@ -212,23 +215,8 @@ def _summarize(graph: MetadataGraph, members: _RunMembers, metrics: bool) -> Pip
         )
         for e in executions
     )
-    makers = [
-        e.id for e in executions if graph.execution_types[e.type_id] != RESOLVER_EXECUTION_TYPE
-    ]
-    outputs = _outputs_by_key(graph.store.get_events_by_execution_ids(makers))
-    produced = {  # live ones only: a failed execution leaves pending outputs behind
-        artifact.id: graph.artifact_types[artifact.type_id]
-        for artifact in graph.store.get_artifacts_by_id(
-            [i for by_key in outputs.values() for ids in by_key.values() for i in ids]
-        )
-        if artifact.state == mlmd_pb2.Artifact.LIVE
-    }
-    first: dict[str, int] = {}  # e.g. 'blessing' -> the ModelBlessing, not the InfraBlessing
-    for execution_id in sorted(outputs):
-        for key, ids in outputs[execution_id].items():
-            for name, (output_key, type_name) in _RUN_OUTPUTS.items():
-                if key == output_key and produced.get(ids[0]) == type_name:
-                    first.setdefault(name, ids[0])
+    outputs = _made_outputs(graph, executions)
+    first = _first_outputs(graph, outputs)
     outcome = {}
     if "blessing" in first:
         blessing = graph.artifact(first["blessing"])
@@ -262,6 +250,56 @@ def _summarize(graph: MetadataGraph, members: _RunMembers, metrics: bool) -> Pip
         examples_id=first.get("examples"),
         **outcome,
     )
+
+
+def _made_outputs(
+    graph: MetadataGraph, executions: list[mlmd_pb2.Execution]
+) -> dict[int, dict[str, list[int]]]:
+    """execution id -> output key -> artifact ids, of the executions that made (or reused from
+    the cache) what they output; resolvers only point at older artifacts."""
+    makers = [
+        e.id for e in executions if graph.execution_types[e.type_id] != RESOLVER_EXECUTION_TYPE
+    ]
+    return _outputs_by_key(graph.store.get_events_by_execution_ids(makers))
+
+
+def _first_outputs(
+    graph: MetadataGraph, outputs: dict[int, dict[str, list[int]]]
+) -> dict[str, int]:
+    """_RUN_OUTPUTS name -> the id of the run's first live artifact of that name and type."""
+    produced = {  # live ones only: a failed execution leaves pending outputs behind
+        artifact.id: graph.artifact_types[artifact.type_id]
+        for artifact in graph.store.get_artifacts_by_id(
+            [i for by_key in outputs.values() for ids in by_key.values() for i in ids]
+        )
+        if artifact.state == mlmd_pb2.Artifact.LIVE
+    }
+    first: dict[str, int] = {}  # e.g. 'blessing' -> the ModelBlessing, not the InfraBlessing
+    for execution_id in sorted(outputs):
+        for key, ids in outputs[execution_id].items():
+            for name, (output_key, type_name) in _RUN_OUTPUTS.items():
+                if key == output_key and produced.get(ids[0]) == type_name:
+                    first.setdefault(name, ids[0])
+    return first
+
+
+def run_artifacts(
+    store: metadata_store.MetadataStore, run: PipelineRun
+) -> dict[str, ArtifactRecord]:
+    """The artifacts behind a run's summary by _RUN_OUTPUTS name (examples, model_run,
+    readable_evaluation, tflite, model_card, ...), made or reused from the cache by the run, for
+    views that read their files."""
+    graph = MetadataGraph(store)
+    executions = store.get_executions_by_id([c.execution_id for c in run.components])
+    first = _first_outputs(graph, _made_outputs(graph, executions))
+    return {name: graph.record(graph.artifact(artifact_id)) for name, artifact_id in first.items()}
+
+
+def run_executions(store: metadata_store.MetadataStore, run: PipelineRun) -> list[ExecutionRecord]:
+    """The run's executions as records (start time, seconds, state, settings), in run order."""
+    graph = MetadataGraph(store)
+    executions = store.get_executions_by_id([c.execution_id for c in run.components])
+    return [graph.execution(e) for e in sorted(executions, key=lambda e: e.id)]
 
 
 def _data(graph: MetadataGraph, first: dict[str, int], components, outputs) -> dict:

@@ -1,0 +1,133 @@
+"""The `imgpipe ui` web app: Flask over a read-only ML Metadata store and the artifacts' files.
+
+Every page is a Jinja template over views.py's data; nothing is written anywhere. A store is
+opened per request (ML Metadata's client is not shared across threads). A finished run's page
+(with its thumbnails) is kept for the next requests, so its images are served without redoing it.
+"""
+
+from __future__ import annotations
+
+import collections
+import ipaddress
+import threading
+from collections.abc import Callable
+
+import flask
+from ml_metadata import errors
+from ml_metadata.metadata_store import metadata_store
+
+from pipeline import lineage
+from pipeline.ui import media, report, views
+
+LOCAL_HOSTS = ("localhost",)
+RUN_PAGES_KEPT = 8
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host in LOCAL_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def warm_up() -> None:
+    """Imports what the pages read metrics and shards with (TFMA, TensorFlow: seconds), so the
+    first visitor does not wait for it; run in a thread while the server already answers."""
+    import tensorflow  # noqa: F401
+    import tensorflow_model_analysis  # noqa: F401
+
+
+class _RunPages:
+    """The last few finished runs' views (a running run's page is always computed afresh)."""
+
+    def __init__(self):
+        self._views: collections.OrderedDict[str, views.RunView] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, store: metadata_store.MetadataStore, run_id: str) -> views.RunView:
+        with self._lock:
+            if run_id in self._views:
+                self._views.move_to_end(run_id)
+                return self._views[run_id]
+        view = views.run_view(store, run_id)
+        if view.run.status != "running" and view.run.run_id == run_id:
+            with self._lock:
+                self._views[run_id] = view
+                while len(self._views) > RUN_PAGES_KEPT:
+                    self._views.popitem(last=False)
+        return view
+
+
+def create_app(open_store: Callable[[], metadata_store.MetadataStore], where: str) -> flask.Flask:
+    """open_store() gives a read-only store per request; `where` names it in the page footer."""
+    app = flask.Flask(__name__)
+    run_pages = _RunPages()
+
+    @app.context_processor
+    def helpers():
+        return {"page_url": flask.url_for, "standalone": False, "store_name": where}
+
+    @app.errorhandler(lineage.LineageError)
+    def not_found(error):
+        return flask.render_template("error.html", message=str(error)), 404
+
+    @app.errorhandler(errors.StatusError)
+    def store_failed(error):
+        return flask.render_template("error.html", message=f"{where}: {error}"), 503
+
+    @app.get("/")
+    def runs():
+        rows = views.runs_view(open_store())
+        return flask.render_template("runs.html", rows=rows)
+
+    @app.get("/diff")
+    def diff():
+        chosen = flask.request.args.getlist("run")
+        if len(chosen) != 2:
+            raise lineage.LineageError(f"choose two runs to compare, not {len(chosen)}")
+        return flask.render_template("diff.html", view=views.diff_view(open_store(), *chosen))
+
+    @app.get("/run/<run_id>")
+    def run(run_id: str):
+        view = run_pages.get(open_store(), run_id)
+
+        def image_src(kind: str, index: int) -> str:
+            return flask.url_for("run_image", run_id=view.run.run_id, kind=kind, index=index)
+
+        return flask.render_template("run.html", view=view, image_src=image_src)
+
+    @app.get("/run/<run_id>/<any(rejected, mistake):kind>/<int:index>.jpg")
+    def run_image(run_id: str, kind: str, index: int):
+        image = run_pages.get(open_store(), run_id).images.get((kind, index))
+        if image is None:
+            flask.abort(404)
+        return flask.Response(image, mimetype=media.THUMBNAIL_TYPE)
+
+    @app.get("/run/<run_id>/report.html")
+    def run_report(run_id: str):
+        view = run_pages.get(open_store(), run_id)
+        return flask.Response(report.render(view), mimetype="text/html")
+
+    @app.get("/lineage")
+    def latest_lineage():
+        image_path = flask.request.args.get("image", "").strip()
+        if image_path:
+            found = lineage.image_lineage(open_store(), image_path)
+            return flask.render_template("image.html", found=found)
+        view = views.lineage_view(open_store(), None)
+        return flask.render_template("lineage.html", view=view)
+
+    @app.get("/lineage/model/<int:artifact_id>")
+    def model_lineage(artifact_id: int):
+        view = views.lineage_view(open_store(), artifact_id)
+        return flask.render_template("lineage.html", view=view)
+
+    @app.get("/lineage/examples/<int:examples_id>")
+    def examples_lineage(examples_id: int):
+        found = lineage.examples_lineage(open_store(), examples_id)
+        return flask.render_template("examples.html", found=found)
+
+    return app

@@ -1,0 +1,56 @@
+"""The run page as one self-contained HTML file (style inline, thumbnails as data: URIs, no links
+to the app), for CI artifacts and e-mail: `imgpipe report`, and beside every local run's summary.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import importlib.resources
+import os
+
+import jinja2
+from ml_metadata.metadata_store import metadata_store
+
+from pipeline.airflow_runner import SUMMARIES_DIR, summary_file_name
+from pipeline.ui import media, views
+
+REPORT_SUFFIX = ".html"
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    """The app's templates, outside Flask: page_url gives no address, so nothing links out."""
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("pipeline.ui", "templates"),
+        autoescape=jinja2.select_autoescape(),
+        undefined=jinja2.StrictUndefined,
+    )
+    css = importlib.resources.files("pipeline.ui").joinpath("static", "style.css").read_text()
+    environment.globals.update(
+        page_url=lambda endpoint, **arguments: None, standalone=True, css=css, store_name=""
+    )
+    return environment
+
+
+def render(view: views.RunView) -> str:
+    def image_src(kind: str, index: int) -> str:
+        encoded = base64.b64encode(view.images[(kind, index)]).decode()
+        return f"data:{media.THUMBNAIL_TYPE};base64,{encoded}"
+
+    return _environment().get_template("run.html").render(view=view, image_src=image_src)
+
+
+def write_report(store: metadata_store.MetadataStore, run_spec: str, output: str) -> str:
+    """Writes the run's page to `output`; returns the run's id."""
+    view = views.run_view(store, run_spec)
+    folder = os.path.dirname(os.path.abspath(output))
+    os.makedirs(folder, exist_ok=True)
+    with open(output, "w", encoding="utf-8") as handle:
+        handle.write(render(view))
+    return view.run.run_id
+
+
+def report_path(pipeline_root: str, run_id: str) -> str:
+    """Beside the run's summary: <pipeline root>/run_summaries/<run id>.html."""
+    return os.path.join(pipeline_root, SUMMARIES_DIR, summary_file_name(run_id) + REPORT_SUFFIX)

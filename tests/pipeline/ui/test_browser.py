@@ -1,0 +1,126 @@
+"""The UI in a real browser: headless Chromium from the system's package manager, driven by
+Playwright (no browser download), against the app serving the two-run store (conftest.py).
+
+Checks that every page loads with no console error and no failed request, the runs table has
+both runs, the gallery's images and the rejected files' thumbnails load (natural width > 0), the
+lineage picture is there and its nodes lead to pages, the diff shows the changed setting, and the
+self-contained report shows its images with nothing fetched from the network. With
+IMGPIPE_UI_SCREENSHOT=path the run page's screenshot (the README's) is written there.
+"""
+
+import os
+import shutil
+
+import pytest
+
+from pipeline.ui import report
+from tests.pipeline.ui.conftest import DUPLICATE, SECOND_RATE
+
+CHROMIUM = next(
+    (found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None
+)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="no Chromium on PATH (Debian/Ubuntu: apt-get install chromium)"
+    ),
+]
+SCREENSHOT_VIEWPORT = {"width": 1100, "height": 900}
+
+
+class Browser:
+    """One page that records console errors, uncaught exceptions and failed requests."""
+
+    def __init__(self, page):
+        self.page, self.problems = page, []
+        page.on("console", lambda m: m.type == "error" and self.problems.append(m.text))
+        page.on("pageerror", lambda error: self.problems.append(str(error)))
+        page.on("requestfailed", lambda r: self.problems.append(f"{r.url}: {r.failure}"))
+        page.on(
+            "response",
+            lambda r: r.status >= 400 and self.problems.append(f"{r.url}: HTTP {r.status}"),
+        )
+
+    def open(self, url: str):
+        response = self.page.goto(url, wait_until="load")
+        assert response.status == 200, f"{url}: HTTP {response.status}"
+        assert self.problems == [], f"{url}: {self.problems}"
+        return self.page
+
+    def widths(self, selector: str) -> list[int]:
+        return self.page.eval_on_selector_all(selector, "images => images.map(i => i.naturalWidth)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        context = chromium.new_context(viewport=SCREENSHOT_VIEWPORT)
+        yield Browser(context.new_page())
+        chromium.close()
+
+
+def test_the_runs_table_has_both_runs_and_compares_the_two_selected(browser, served, two_runs):
+    page = browser.open(served + "/")
+    rows = page.eval_on_selector_all("#runs tbody tr", "rows => rows.map(r => r.dataset.run)")
+    assert rows == [two_runs.second.run_id, two_runs.first.run_id]
+    for run in (two_runs.first, two_runs.second):
+        page.check(f"input[value='{run.run_id}']")
+    page.click("#compare")
+    page.wait_for_load_state("load")
+    row = page.locator("#diff tr[data-key='config.trainer.learning_rate']")
+    assert row.locator("td").nth(3).inner_text() == str(SECOND_RATE)
+    assert browser.problems == []
+
+
+def test_the_run_page_shows_the_gallery_thumbnails_and_curves(browser, served, two_runs):
+    page = browser.open(f"{served}/run/{two_runs.first.run_id}")
+    mistakes = browser.widths("#gallery img")
+    assert mistakes and all(width > 0 for width in mistakes)
+    assert page.locator("figure.mistake").count() == len(mistakes)
+    rejected = page.locator("figure.rejected", has_text=DUPLICATE)
+    assert rejected.locator("img").evaluate("image => image.naturalWidth") > 0
+    assert page.locator(".chart polyline").count() >= 4
+    assert page.locator("#confusion tbody tr").count() == 3
+    if os.environ.get("IMGPIPE_UI_SCREENSHOT"):  # the README's: metrics, confusion matrix, gallery
+        page.evaluate("document.getElementById('evaluation').scrollIntoView()")
+        page.screenshot(path=os.environ["IMGPIPE_UI_SCREENSHOT"])
+    browser.open(f"{served}/run/{two_runs.second.run_id}")
+
+
+def test_the_lineage_picture_is_there_and_its_nodes_lead_to_pages(browser, served, two_runs):
+    page = browser.open(served + "/lineage")
+    assert page.locator("#lineage-graph rect").count() >= 8
+    edges = page.eval_on_selector_all(
+        "#lineage-graph path.edge", "p => p.map(e => e.getTotalLength())"
+    )
+    assert len(edges) >= 8 and all(length > 0 for length in edges)
+    links = page.eval_on_selector_all("#lineage-graph a", "nodes => nodes.map(a => a.href.baseVal)")
+    assert any("/lineage/examples/" in link for link in links)
+    assert any(f"/run/{two_runs.first.run_id}" in link for link in links)
+    for link in sorted(set(links)):
+        browser.open(served + link)
+    browser.open(f"{served}/lineage/model/{two_runs.second.model_id}")
+
+
+def test_the_image_search_finds_the_datasets_that_used_an_image(browser, served, two_runs):
+    page = browser.open(served + "/")
+    page.fill("input[name=image]", str(two_runs.images / "cat" / "1.jpg"))
+    page.click("#search")
+    page.wait_for_load_state("load")
+    assert page.locator("#matches tbody tr").count() == 1  # one dataset: the data never changed
+    assert browser.problems == []
+
+
+def test_the_self_contained_report_shows_its_images_without_the_network(browser, two_runs):
+    requested = []
+    browser.page.on("request", lambda r: requested.append(r.url))
+    path = report.report_path(two_runs.config.pipeline_root, two_runs.first.run_id)
+    page = browser.open("file://" + os.path.abspath(path))
+    header = page.evaluate("getComputedStyle(document.querySelector('header')).backgroundColor")
+    assert header == "rgb(17, 24, 39)"  # the inline stylesheet applies
+    widths = browser.widths("img")
+    assert widths and all(width > 0 for width in widths)
+    assert [url for url in requested if not url.startswith(("file:", "data:"))] == []

@@ -1,0 +1,159 @@
+"""The UI's view data without a store: chart layout, graph layout, the timeline, the confusion
+matrix's shades, thumbnails under the ingest's limits, where a rejected file lives, loopback."""
+
+import io
+
+import pytest
+from PIL import Image
+
+from data_prep.image_validation import ImageLimits
+from pipeline import lineage
+from pipeline.ui import app, curves, graph_layout, media, views
+from tests.data_prep import image_files
+
+
+def _points(series: curves.Series) -> list[tuple[float, float]]:
+    return [tuple(map(float, point.split(","))) for point in series.svg_points.split()]
+
+
+def test_a_chart_puts_the_lowest_value_at_the_bottom_and_the_last_step_on_the_right():
+    scalars = {"train/loss": [(0, 2.0), (5, 1.0), (10, 0.5)], "eval/loss": [(10, 0.8)]}
+    chart = curves.chart("loss", scalars, ("train/loss", "eval/loss", "train/absent"))
+    assert [s.tag for s in chart.series] == ["train/loss", "eval/loss"]
+    assert chart.steps == (0, 10) and chart.values == (0.5, 2.0)
+    train = _points(chart.series[0])
+    assert train[0] == (curves.MARGIN, curves.MARGIN)  # first step, highest value: top left
+    assert train[-1] == (curves.WIDTH - curves.MARGIN, curves.HEIGHT - curves.MARGIN)
+    assert chart.series[0].last == 0.5
+
+
+def test_a_chart_skips_values_that_are_not_finite_and_is_absent_without_any():
+    scalars = {"a": [(0, float("nan")), (1, 1.0), (2, float("inf"))], "b": [(0, float("nan"))]}
+    assert curves.chart("x", scalars, ("a",)).series[0].points == ((1, 1.0),)
+    assert curves.chart("x", scalars, ("b",)) is None
+
+
+def test_read_scalars_reads_what_tf_summary_writes(tmp_path):
+    import tensorflow as tf
+
+    writer = tf.summary.create_file_writer(str(tmp_path / curves.LOG_DIR))
+    with writer.as_default():
+        for step, value in enumerate([0.9, 0.7, 0.4]):
+            tf.summary.scalar("train/loss", value, step=step)
+    writer.close()
+    scalars = curves.read_scalars(str(tmp_path))
+    assert [step for step, _ in scalars["train/loss"]] == [0, 1, 2]
+    assert [round(value, 5) for _, value in scalars["train/loss"]] == [0.9, 0.7, 0.4]
+
+
+def test_graph_columns_follow_the_longest_path_from_a_source():
+    edges = [
+        ("gen", "examples"),
+        ("examples", "trainer"),
+        ("transform", "trainer"),
+        ("examples", "transform"),
+        ("trainer", "model"),
+    ]
+    assert graph_layout.columns(edges) == {
+        "gen": 0,
+        "examples": 1,
+        "trainer": 3,
+        "transform": 2,
+        "model": 4,
+    }
+
+
+def test_graph_layout_places_edges_from_box_to_box_and_keeps_links():
+    edges = [("A 1", "B #2", "x"), ("B #2", "C 3", "y"), ("A 1", "D 4", "z")]
+    picture = graph_layout.lay_out(
+        edges, is_execution=lambda label: "#" in label, link_for={"C 3": ("run", {})}.get
+    )
+    nodes = {node.label: node for node in picture.nodes}
+    assert nodes["B #2"].is_execution and not nodes["A 1"].is_execution
+    assert nodes["C 3"].link == ("run", {}) and nodes["A 1"].link is None
+    first = picture.edges[0]
+    assert first.x1 == nodes["A 1"].x + graph_layout.BOX_WIDTH and first.x2 == nodes["B #2"].x
+    assert nodes["B #2"].y != nodes["D 4"].y  # same column, different rows
+    assert picture.edges[0].path.startswith(f"M {first.x1} {first.y1} L ")
+    assert picture.width >= nodes["C 3"].x + graph_layout.BOX_WIDTH
+
+
+def _execution(component, started, seconds, state="ran"):
+    return lineage.ExecutionRecord(1, component, state, started, seconds, ("r",), {})
+
+
+def test_timeline_bars_sit_on_the_runs_time_axis():
+    bars = views.timeline(
+        [
+            _execution("ImageExampleGen", "2026-01-01T00:00:00+00:00", 10.0),
+            _execution("Trainer", "2026-01-01T00:00:10+00:00", 30.0),
+            _execution("Pusher", "2026-01-01T00:00:40+00:00", 0.0, "cached"),
+        ]
+    )
+    assert [(b.start, b.left, b.width) for b in bars] == [
+        (0.0, 0.0, 0.25),
+        (10.0, 0.25, 0.75),
+        (40.0, 1.0, 0.0),
+    ]
+    assert bars[2].state == "cached" and views.timeline([]) == ()
+
+
+def test_confusion_cells_shade_by_the_true_class_share():
+    assert views.confusion_cells([[3, 1], [0, 0]]) == (((3, 0.75), (1, 0.25)), ((0, 0.0), (0, 0.0)))
+
+
+def test_thumbnails_are_small_jpegs_and_nothing_for_bytes_that_do_not_decode():
+    big = image_files.encode(Image.new("RGB", (640, 320), "red"), "PNG")
+    small = Image.open(io.BytesIO(media.thumbnail(big)))
+    assert small.format == "JPEG" and max(small.size) == media.THUMBNAIL_SIDE
+    jpeg = image_files.jpeg()
+    assert media.thumbnail(b"") is None
+    assert media.thumbnail(b"not an image at all") is None
+    assert media.thumbnail(jpeg[: len(jpeg) // 2]) is None  # truncated
+
+
+def test_thumbnails_respect_the_ingests_limits():
+    image = image_files.encode(Image.new("RGB", (100, 100)), "PNG")
+    assert media.thumbnail(image, ImageLimits(max_pixels=100 * 100 - 1)) is None
+    assert media.thumbnail(image, ImageLimits(max_file_bytes=len(image) - 1)) is None
+    assert media.thumbnail(image, ImageLimits()) is not None
+
+
+@pytest.mark.parametrize(
+    "input_path, relative, expected",
+    [
+        ("/data/images", "cat/1.jpg", "/data/images/cat/1.jpg"),
+        ("/data/list.csv", "cat/1.jpg", "/data/cat/1.jpg"),
+        ("gs://b/list.jsonl", "cat/1.jpg", "gs://b/cat/1.jpg"),
+        ("/data/list.csv", "/elsewhere/1.jpg", "/elsewhere/1.jpg"),
+    ],
+)
+def test_a_rejected_file_is_found_where_the_ingest_read_it(input_path, relative, expected):
+    assert media.input_file(input_path, relative) == expected
+
+
+@pytest.mark.parametrize(
+    "host, loopback",
+    [
+        ("127.0.0.1", True),
+        ("127.1.2.3", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("192.168.1.5", False),
+        ("::", False),
+        ("example.org", False),
+    ],
+)
+def test_only_loopback_addresses_count_as_local(host, loopback):
+    assert app.is_loopback(host) is loopback
+
+
+def test_an_edge_that_skips_a_column_bends_below_the_boxes_it_passes():
+    picture = graph_layout.lay_out(
+        [("A", "B", "x"), ("B", "C", "y"), ("A", "C", "z")], lambda label: False, {}.get
+    )
+    skipping = picture.edges[2]
+    assert " C " in skipping.path and " L " not in skipping.path
+    parts = skipping.path.replace(",", " ").split()  # M x1 y1 C cx1 cy1 cx2 cy2 x2 y2
+    assert min(float(parts[5]), float(parts[7])) > skipping.y1 + graph_layout.BOX_HEIGHT / 2
