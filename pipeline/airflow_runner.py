@@ -63,6 +63,7 @@ def config_from_environment(environ: Mapping[str, str]) -> PipelineConfig:
 def airflow_dag(config: PipelineConfig):
     """An airflow.models.DAG named after the pipeline that runs it on config.schedule."""
     from airflow.operators.python import PythonOperator
+    from ml_metadata.metadata_store import metadata_store
     from tfx.orchestration.airflow.airflow_dag_runner import (
         AirflowDagRunner,
         AirflowPipelineConfig,
@@ -71,11 +72,12 @@ def airflow_dag(config: PipelineConfig):
     from pipeline.code_fingerprint import code_fingerprint
     from pipeline.data_snapshot import take_snapshot
     from pipeline.factory import create_pipeline
-    from pipeline.local_runner import open_store
 
     config.validate()
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
-    data = take_snapshot(config.ingest.input, open_store(config.metadata_path), config.name)
+    connection = _store_target(config.metadata_path).connection_config(read_only=False)
+    store = metadata_store.MetadataStore(connection)
+    data = take_snapshot(config.ingest.input, store, config.name)
     dag_settings = {
         "schedule": config.schedule,
         "start_date": START_DATE,
@@ -84,7 +86,7 @@ def airflow_dag(config: PipelineConfig):
         "max_active_runs": 1,
         "description": f"imgpipe: {config.ingest.input} -> model pushed under {config.serving_dir}",
     }
-    pipeline = create_pipeline(config, data, code_fingerprint())
+    pipeline = create_pipeline(config, data, code_fingerprint(), connection)
     dag = AirflowDagRunner(AirflowPipelineConfig(airflow_dag_config=dag_settings)).run(pipeline)
     component_tasks = list(dag.tasks)
     summary = PythonOperator(
@@ -110,10 +112,9 @@ def log_run_summary(
     succeed: this task runs whatever happened upstream, and as the DAG's last task it decides the
     run's state."""
     from pipeline.lineage import run_record
-    from pipeline.local_runner import open_store
 
     task_states = {task.task_id: task.state for task in dag_run.get_task_instances()}
-    recorded = run_record(open_store(metadata_path), pipeline_name, ti.run_id)
+    recorded = run_record(_store_target(metadata_path).open(), pipeline_name, ti.run_id)
     summary = dataclasses.asdict(recorded)
     for component in summary["components"]:  # the legacy launcher leaves a failure 'running'
         if task_states.get(component["node"]) == "failed":
@@ -138,6 +139,15 @@ def log_run_summary(
     if unsuccessful:
         raise RuntimeError(f"run {ti.run_id} did not complete: {', '.join(unsuccessful)}")
     return summary
+
+
+def _store_target(metadata_path: str):
+    """The store the DAG writes: IMGPIPE_MLMD_* in the scheduler's environment (MySQL for a
+    shared Airflow), else the SQLite file at metadata_path. Never in the DAG's task arguments,
+    which Airflow shows in its UI: the password stays in the environment."""
+    from pipeline.mlmd_connection import MlmdTarget
+
+    return MlmdTarget.resolve({}, os.environ, default_sqlite=metadata_path)
 
 
 def summary_file_name(run_id: str) -> str:

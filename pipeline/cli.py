@@ -216,6 +216,7 @@ def _add_run(subparsers) -> None:
         action="store_true",
         help="fail at once when another run of this pipeline holds the store",
     )
+    _store_flags(parser)
     parser.set_defaults(handler=_run_pipeline)
 
 
@@ -314,6 +315,8 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
 
     try:
         config, settings = _effective_config(args, beam_args, generate_data=True)
+        store_target = _store_target(args, default_sqlite=config.metadata_path)
+        store_target.backend()  # one store named, MySQL credentials only with MySQL
     except ConfigError as error:
         print(f"imgpipe run: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
@@ -330,6 +333,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
                 wait=not args.no_wait,
                 on_wait=shown.say,
                 config_file=None if settings is None else json.dumps(settings),
+                store_target=store_target,
             )
         except BaseException as error:  # noqa: BLE001 - each failure becomes one error line
             shown.stopped("stopped" if isinstance(error, KeyboardInterrupt) else "failed")
@@ -339,11 +343,11 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
             signal.signal(signal.SIGTERM, previous_handler)
     if failure:
         return _fail("run", failure, log_path)
-    _print_summary(summary, config, args.build_dir, log_path)
+    _print_summary(summary, config, args.build_dir, log_path, store_target.describe())
     return exit_codes.OK if summary.pushed_to or summary.blessed is None else exit_codes.NOT_PUSHED
 
 
-def _print_summary(summary, config, build_dir: str, log_path: str) -> None:
+def _print_summary(summary, config, build_dir: str, log_path: str, store: str) -> None:
     """This run's summary (the components were shown live as they ran)."""
     from data_prep.plan import left_out_message
 
@@ -368,7 +372,7 @@ def _print_summary(summary, config, build_dir: str, log_path: str) -> None:
             f"{perf['replicas']} replica(s), {perf['retraces']} retrace(s)"
         )
     _print_model_reports(summary)
-    print(f"ML Metadata: {config.metadata_path}; artifacts under {config.pipeline_root}")
+    print(f"ML Metadata: {store}; artifacts under {config.pipeline_root}")
     if summary.pushed_to:
         lineage = f"imgpipe lineage model --latest-pushed --build-dir {build_dir}"
         print(f"where the pushed model came from: {lineage}")
@@ -383,6 +387,21 @@ def _print_outcome(summary) -> None:
     print(f"pushed: {summary.pushed_to or 'no'}")
 
 
+def _store_flags(parser: argparse.ArgumentParser):
+    """The flags that name an ML Metadata store, as one argument group of `parser`."""
+    store = parser.add_argument_group(
+        "metadata store",
+        "default: the local SQLite store under --build-dir. Each flag may instead come from "
+        "IMGPIPE_MLMD_SQLITE, IMGPIPE_MLMD_MYSQL, IMGPIPE_MLMD_GRPC, IMGPIPE_MLMD_USER; a MySQL "
+        "password only from IMGPIPE_MLMD_PASSWORD.",
+    )
+    store.add_argument("--mlmd-sqlite", metavar="PATH", help="a SQLite ML Metadata file")
+    store.add_argument("--mlmd-mysql", metavar="HOST[:PORT]/DB", help="a MySQL ML Metadata store")
+    store.add_argument("--mlmd-user", metavar="USER", help="MySQL user")
+    store.add_argument("--mlmd-grpc", metavar="HOST:PORT", help="an ML Metadata gRPC service")
+    return store
+
+
 def _store_options(defaults: bool = True, answers: bool = True) -> argparse.ArgumentParser:
     """Options every ML Metadata query shares: which store, which pipeline, JSON or tables.
 
@@ -392,21 +411,12 @@ def _store_options(defaults: bool = True, answers: bool = True) -> argparse.Argu
     parent = argparse.ArgumentParser(
         add_help=False, argument_default=None if defaults else argparse.SUPPRESS
     )
-    store = parent.add_argument_group(
-        "metadata store",
-        "default: the local SQLite store under --build-dir. Each flag may instead come from "
-        "IMGPIPE_MLMD_SQLITE, IMGPIPE_MLMD_MYSQL, IMGPIPE_MLMD_GRPC, IMGPIPE_MLMD_USER; a MySQL "
-        "password only from IMGPIPE_MLMD_PASSWORD.",
-    )
+    store = _store_flags(parent)
     store.add_argument(
         "--build-dir",
         default="build" if defaults else argparse.SUPPRESS,
         help="as for `imgpipe run`",
     )
-    store.add_argument("--mlmd-sqlite", metavar="PATH", help="a SQLite ML Metadata file")
-    store.add_argument("--mlmd-mysql", metavar="HOST[:PORT]/DB", help="a MySQL ML Metadata store")
-    store.add_argument("--mlmd-user", metavar="USER", help="MySQL user")
-    store.add_argument("--mlmd-grpc", metavar="HOST:PORT", help="an ML Metadata gRPC service")
     if not answers:
         return parent
     parent.add_argument("--pipeline", help="only runs of this pipeline (default: all)")
@@ -526,8 +536,9 @@ def _run_query(args, beam_args: list[str]) -> int:
     return exit_codes.OK
 
 
-def _store_target(args):
-    """The ML Metadata store the store options name (default: the SQLite file of --build-dir)."""
+def _store_target(args, default_sqlite: str | None = None):
+    """The ML Metadata store the store flags name (default: `default_sqlite`, else the SQLite
+    file of --build-dir)."""
     from pipeline.config import local_preset
     from pipeline.mlmd_connection import MlmdTarget
 
@@ -538,7 +549,7 @@ def _store_target(args):
             "grpc": args.mlmd_grpc,
             "user": args.mlmd_user,
         },
-        default_sqlite=local_preset("", args.build_dir).metadata_path,
+        default_sqlite=default_sqlite or local_preset("", args.build_dir).metadata_path,
     )
 
 

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 
 import tensorflow_model_analysis as tfma
+from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
@@ -111,12 +112,15 @@ def create_pipeline(
     config: PipelineConfig,
     data: DataSnapshot,
     code_fingerprint: str,
+    metadata_connection_config: metadata_store_pb2.ConnectionConfig | None,
     baseline_resolver: Callable[[tfx.dsl.Channel], tfx.dsl.Resolver] = baseline_before_candidate,
 ) -> tfx.dsl.Pipeline:
     """Args:
     config: a validated PipelineConfig.
     data: the input's fingerprint (new images invalidate the cache) and span.
     code_fingerprint: code_fingerprint.code_fingerprint(); code edits invalidate the cache.
+    metadata_connection_config: the ML Metadata store the run writes (SQLite, MySQL); None where
+      the orchestrator owns the store (Kubeflow V2 / Vertex).
     baseline_resolver: builds the Evaluator's baseline resolver from the Trainer's model channel.
     """
     example_gen = ImageExampleGen(
@@ -213,8 +217,6 @@ def create_pipeline(
             model_card,
         ],
         enable_cache=config.enable_cache,
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            config.metadata_path
-        ),
+        metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(config.beam_args),
     )

@@ -19,6 +19,7 @@ from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import take_snapshot
 from pipeline.factory import create_pipeline
 from pipeline.lineage import PipelineRun, run_record
+from pipeline.mlmd_connection import MlmdTarget
 from pipeline.ui.report import report_path, write_report
 
 
@@ -45,6 +46,7 @@ def run_local(
     wait: bool = True,
     on_wait: Callable[[str], None] = lambda message: None,
     config_file: str | None = None,
+    store_target: MlmdTarget | None = None,
 ) -> PipelineRun:
     """Validates, takes the pipeline's lock (waiting when `wait`, else raising RunBusy), marks
     what a dead earlier run left RUNNING as failed, numbers the input's span, runs the whole
@@ -53,15 +55,21 @@ def run_local(
 
     config_file: the settings the run's config file gave (JSON), recorded with the run. A
     Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates.
+    store_target: the ML Metadata store to write (default: config.metadata_path, SQLite). The
+    lock file stays beside config.metadata_path, so with a server store it orders the runs of
+    one build folder; an orchestrator (Airflow's max_active_runs=1) orders them across hosts.
     """
     config.validate()
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
-    store = open_store(config.metadata_path)
+    connection = (store_target or MlmdTarget(sqlite=config.metadata_path)).connection_config(
+        read_only=False
+    )
+    store = metadata_store.MetadataStore(connection)
     lock = run_guard.exclusive_run(config.metadata_path, config.name, wait, on_wait)
     with lock as (holder, previous):
         run_guard.mark_orphans(store, config.name, previous)
         data = take_snapshot(config.ingest.input, store, config.name)
-        pipeline = create_pipeline(config, data, code_fingerprint())
+        pipeline = create_pipeline(config, data, code_fingerprint(), connection)
         # Compiled here (as LocalDagRunner.run does) so that this process names its own run.
         ir = tfx_runner._make_pipeline_proto(pipeline)  # noqa: SLF001
         run_id = datetime.datetime.now().isoformat()

@@ -69,8 +69,10 @@ class MlmdTarget:
         return named[0] if named else "sqlite"
 
     def connection_config(
-        self,
+        self, read_only: bool = True
     ) -> metadata_store_pb2.ConnectionConfig | metadata_store_pb2.MetadataStoreClientConfig:
+        """read_only=False for a pipeline run, which writes the store (and may create a SQLite
+        file); queries never change it."""
         backend = self.backend()
         if backend == "grpc":
             host, port = _host_port(self.grpc, "mlmd-grpc", default_port=None)
@@ -88,7 +90,11 @@ class MlmdTarget:
                 config.mysql.password = self.password
             return config
         config.sqlite.filename_uri = self.sqlite or self.default_sqlite
-        config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+        config.sqlite.connection_mode = (
+            metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+            if read_only
+            else metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
+        )
         return config
 
     def describe(self) -> str:

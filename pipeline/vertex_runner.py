@@ -50,7 +50,7 @@ def compile_vertex(
 
     config.validate()
     with _modules_from_the_image():
-        pipeline = create_pipeline(config, data, code_fingerprint(), latest_blessed_baseline)
+        pipeline = create_pipeline(config, data, code_fingerprint(), None, latest_blessed_baseline)
     for component in pipeline.components:
         module_file = component.exec_properties.get("module_file")
         if isinstance(module_file, str) and module_file.startswith(_PROJECT_ROOT + os.sep):

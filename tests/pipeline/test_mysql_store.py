@@ -1,0 +1,61 @@
+"""The pipeline on a real MySQL-protocol ML Metadata store (MariaDB from the system's package
+manager, started on 127.0.0.1 by the test): two runs write it, and `imgpipe runs`, `runs diff`
+and `imgpipe lineage` answer from it. Skipped, saying why, where MariaDB is not installed."""
+
+import dataclasses
+import json
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.local_runner import run_local
+from pipeline.mlmd_connection import MlmdTarget
+from tests.mysql_server import mysql_server, server_binaries
+from tests.pipeline.tiny_pipeline import tiny_config, write_images
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        server_binaries() is None, reason="needs MariaDB (apt-get install mariadb-server)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with mysql_server(tmp_path_factory.mktemp("mariadb")) as running:
+        yield running
+
+
+def test_two_runs_on_mysql_are_listed_diffed_and_traced(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("IMGPIPE_MLMD_PASSWORD", server.password)
+    target = MlmdTarget(mysql=server.address, user=server.user, password=server.password)
+    images = write_images(tmp_path / "images")
+    config = tiny_config(images, tmp_path / "build", learning_rate=0.003)
+    first = run_local(config, store_target=target)
+    changed = dataclasses.replace(
+        config, trainer=dataclasses.replace(config.trainer, learning_rate=0.01)
+    )
+    second = run_local(changed, store_target=target)
+    assert (first.status, second.status) == ("complete", "complete")
+    assert not (tmp_path / "build" / "tfx" / "metadata.db").exists()  # nothing went to SQLite
+
+    store = ["--mlmd-mysql", server.address, "--mlmd-user", server.user]
+    assert main(["runs", "--json", *store]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert [run["run_id"] for run in runs] == [second.run_id, first.run_id]
+    assert runs[0]["components"][0]["node"] == "ImageExampleGen"
+
+    assert main(["runs", "diff", first.run_id, second.run_id, "--json", *store]) == 0
+    changes = json.loads(capsys.readouterr().out)["changes"]
+    assert {
+        "section": "config",
+        "key": "trainer.learning_rate",
+        "a": 0.003,
+        "b": 0.01,
+    } in changes
+
+    assert main(["lineage", "model", str(second.model_id), "--json", *store]) == 0
+    lineage = json.loads(capsys.readouterr().out)
+    assert lineage["model"]["id"] == second.model_id
+    assert lineage["dataset"]["examples"]["id"] == second.examples_id
