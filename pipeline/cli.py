@@ -12,6 +12,7 @@ import warnings
 
 from data_prep.config import ConfigError, IngestConfig
 from data_prep.image_validation import ImageLimits
+from pipeline.config import PRESETS
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -188,7 +189,7 @@ def _add_run(subparsers) -> None:
         "Beam for every Beam-based component.",
     )
     parser.add_argument("--data", help="folder of class folders or a manifest (default: embedded)")
-    parser.add_argument("--preset", choices=["local", "full"], default="local")
+    parser.add_argument("--preset", choices=list(PRESETS), default="local")
     parser.add_argument("--build-dir", default="build", help="pipeline root, MLMD and models")
     parser.add_argument(
         "--set",
@@ -207,7 +208,6 @@ def _preset_config(args, beam_args: list[str], **changes):
     """The chosen preset over --data (default: the embedded dataset, generated under
     --build-dir), with `changes` and the Beam arguments after '--'; not yet validated."""
     from data_prep.default_dataset import generate_default_dataset
-    from pipeline.config import PRESETS
 
     data = args.data
     if data is None:
@@ -499,7 +499,7 @@ def _add_compile_vertex(subparsers) -> None:
     parser.add_argument(
         "--serving-dir", help="where blessed models are pushed (default: PIPELINE_ROOT/serving)"
     )
-    parser.add_argument("--preset", choices=["local", "full"], default="local")
+    parser.add_argument("--preset", choices=list(PRESETS), default="local")
     parser.add_argument("--build-dir", default="build", help="where the embedded dataset goes")
     parser.add_argument("--output", default=os.path.join("build", "vertex", "imgpipe.json"))
     parser.set_defaults(handler=_run_compile_vertex)

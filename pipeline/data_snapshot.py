@@ -29,12 +29,14 @@ class DataSnapshot:
     class_names: the label of every image file in the input, sorted; their count sizes the
       Evaluator's per-class metrics (a class whose every image is rejected leaves an empty slot).
     previous_span: the newest span already ingested, or None on a pipeline's first ingest.
+    files: the files listed in the input; sizes the local Beam jobs (pipeline/beam_options.py).
     """
 
     fingerprint: str
     span: int
     class_names: tuple[str, ...]
     previous_span: int | None = None
+    files: int = 0
 
     @property
     def is_new_data(self) -> bool:
@@ -46,15 +48,14 @@ def take_snapshot(
 ) -> DataSnapshot:
     """Fingerprints and lists the input, and numbers its span against the spans in the store."""
     fingerprint = input_fingerprint(input_path)
-    class_names = tuple(
-        sorted({source.label for source in list_sources(input_path) if source.label})
-    )
+    sources = list_sources(input_path)
+    class_names = tuple(sorted({source.label for source in sources if source.label}))
     newest = newest_span(store, pipeline_name)
     if newest is None:
-        return DataSnapshot(fingerprint, FIRST_SPAN, class_names)
+        return DataSnapshot(fingerprint, FIRST_SPAN, class_names, files=len(sources))
     span, newest_fingerprint = newest
     next_span = span if fingerprint == newest_fingerprint else span + 1
-    return DataSnapshot(fingerprint, next_span, class_names, previous_span=span)
+    return DataSnapshot(fingerprint, next_span, class_names, previous_span=span, files=len(sources))
 
 
 def newest_span(store: metadata_store.MetadataStore, pipeline_name: str) -> tuple[int, str] | None:

@@ -13,7 +13,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
-import components
+from components import trainer_module, transform_module
 from components.anomalies_gate import AnomaliesGate
 from components.evaluation_report import EvaluationReportGen
 from components.image_example_gen import ImageExampleGen
@@ -30,12 +30,15 @@ from pipeline.baseline_strategy import (
     MODEL_KEY,
     BaselineBeforeCandidateStrategy,
 )
+from pipeline.beam_options import resolve_beam_args
 from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import DataSnapshot
 
-_COMPONENTS_DIR = os.path.dirname(components.__file__)
-TRANSFORM_MODULE = os.path.join(_COMPONENTS_DIR, "transform_module.py")
-TRAINER_MODULE = os.path.join(_COMPONENTS_DIR, "trainer_module.py")
+# The user code by import path, not module_file: TFX then neither builds a wheel of components/
+# nor pip-installs it in every executor and worker (the project is installed wherever the
+# pipeline runs). TFX's module_file fingerprint is replaced by code_fingerprint in custom_config.
+PREPROCESSING_FN = f"{transform_module.__name__}.{transform_module.preprocessing_fn.__name__}"
+RUN_FN = f"{trainer_module.__name__}.{trainer_module.run_fn.__name__}"
 BASELINE_NODE = "baseline_model_resolver"
 
 
@@ -128,7 +131,7 @@ def create_pipeline(
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
-        module_file=TRANSFORM_MODULE,
+        preprocessing_fn=PREPROCESSING_FN,
         materialize=False,  # statistics only: decoded pixels are never written
         splits_config=tfx.proto.SplitsConfig(analyze=["train"]),
         custom_config={
@@ -138,7 +141,7 @@ def create_pipeline(
     )
     transform.add_upstream_node(anomalies_gate)  # no statistics from data that failed validation
     trainer = tfx.components.Trainer(
-        module_file=TRAINER_MODULE,
+        run_fn=RUN_FN,
         # Records the performance report on the Model artifact in MLMD.
         custom_executor_spec=executor_spec.ExecutorClassSpec(TrainerExecutor),
         examples=example_gen.outputs["examples"],
@@ -213,5 +216,5 @@ def create_pipeline(
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
             config.metadata_path
         ),
-        beam_pipeline_args=list(config.beam_args),
+        beam_pipeline_args=list(resolve_beam_args(config.beam_args, data.files)),
     )

@@ -1,15 +1,42 @@
+from tfx.components.util import udf_utils
+
+from components import trainer_module, transform_module
+from pipeline.beam_options import resolve_beam_args
 from pipeline.config import local_preset
 from pipeline.data_snapshot import DataSnapshot
 from pipeline.factory import create_pipeline
 from tests.pipeline.expected import COMPONENTS
 
 
-def test_factory_is_pure_and_wires_every_component(tmp_path):
+def _create(tmp_path, files=2):
     config = local_preset(str(tmp_path / "images"), str(tmp_path / "build"))
-    pipeline = create_pipeline(
-        config, DataSnapshot("abc", 1, ("cat", "dog")), code_fingerprint="def"
-    )
+    data = DataSnapshot("abc", 1, ("cat", "dog"), files=files)
+    return config, create_pipeline(config, data, code_fingerprint="def")
+
+
+def test_factory_is_pure_and_wires_every_component(tmp_path):
+    config, pipeline = _create(tmp_path)
     assert sorted(c.id for c in pipeline.components) == sorted(COMPONENTS)
     # Nothing written: TFX's SQLite config helper only creates the store's (empty) folder.
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
-    assert pipeline.beam_pipeline_args == list(config.beam_args)
+    assert pipeline.beam_pipeline_args == list(resolve_beam_args(config.beam_args, 2))
+
+
+def test_user_code_is_imported_by_name_and_its_edits_change_the_settings(tmp_path):
+    """No module_file: TFX builds and installs no user-code wheel; the code fingerprint in
+    custom_config is what invalidates the cache when the code changes."""
+    _, pipeline = _create(tmp_path)
+    nodes = {c.id: c for c in pipeline.components}
+    transform, trainer = nodes["Transform"].exec_properties, nodes["Trainer"].exec_properties
+    assert transform["module_file"] is None and trainer["module_file"] is None
+    assert udf_utils.get_fn(transform, "preprocessing_fn") is transform_module.preprocessing_fn
+    assert udf_utils.get_fn(trainer, "run_fn") is trainer_module.run_fn
+    for properties in (transform, trainer):
+        assert '"code_fingerprint": "def"' in properties["custom_config"]
+
+
+def test_beam_jobs_get_options_by_input_size(tmp_path):
+    _, small = _create(tmp_path, files=10)
+    _, large = _create(tmp_path, files=10**6)
+    assert "--direct_running_mode=in_memory" in small.beam_pipeline_args
+    assert "--direct_running_mode=multi_processing" in large.beam_pipeline_args
