@@ -37,6 +37,7 @@ PREFIX = "pipeline"
 
 def run_pipeline(data_dir: str, build_dir: str) -> dict:
     """One fresh `imgpipe run`: wall seconds, peak memory and each component's seconds."""
+    from components.trainer.config import TrainerConfig
     from pipeline.config import local_preset
     from pipeline.lineage import list_runs
     from pipeline.local_runner import open_store
@@ -44,7 +45,9 @@ def run_pipeline(data_dir: str, build_dir: str) -> dict:
     shutil.rmtree(build_dir, ignore_errors=True)
     imgpipe = os.path.join(os.path.dirname(sys.executable), "imgpipe")
     command = [imgpipe, "run", "--data", data_dir, "--build-dir", build_dir]
-    command += ["--set", f"trainer.epochs={EPOCHS}", "--set", "min_accuracy=0"]
+    warmup = min(TrainerConfig().warmup_epochs, EPOCHS - 1)  # the config needs warmup < epochs
+    command += ["--set", f"trainer.epochs={EPOCHS}", "--set", f"trainer.warmup_epochs={warmup}"]
+    command += ["--set", "min_accuracy=0"]
     if BEAM_ARGS:
         command += ["--", *BEAM_ARGS]
     finished = run_measured(command)
