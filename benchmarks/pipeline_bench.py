@@ -204,7 +204,7 @@ def chart(records: list[dict], path: str) -> None:
     )
     right.set_ylabel("ms per image (slope between the two sizes)")
     right.set_title("marginal cost per image vs the decode floor")
-    right.tick_params(axis="x", rotation=35)
+    right.set_xticks(range(len(names)), names, rotation=35, ha="right")
     figure.suptitle("imgpipe run: fixed cost and cost per image of each component")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
