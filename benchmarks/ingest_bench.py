@@ -1,7 +1,7 @@
 """Ingest speed and memory: the Beam job against a plain single-process loop, side by side.
 
-Each contender runs in its own process while the parent samples the resident memory of that
-process and all its children (Beam's workers), so the peak covers the whole job.
+Each contender runs in its own process (benchmarks/process_tree.py), so the peak memory covers
+the whole job, Beam's workers included.
 """
 
 from __future__ import annotations
@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 import sys
 import time
 
-import psutil
-
 from benchmarks.charts import label_bars, value_and_ratio
 from benchmarks.photo_data import write_photo_jpegs
+from benchmarks.process_tree import run_measured
 
 
 def ingest_loop(input_dir: str, output_dir: str) -> int:
@@ -86,19 +84,11 @@ def _measure(contender: str, input_dir: str, output_dir: str) -> dict:
         "--output",
         output_dir,
     ]
-    child = psutil.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    peak = 0
-    while child.poll() is None:
-        try:
-            tree = [child, *child.children(recursive=True)]
-            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    if child.returncode != 0:
-        raise RuntimeError(f"{contender} ingest failed with exit code {child.returncode}")
-    result = json.loads(child.stdout.read().decode().strip().splitlines()[-1])
-    result["peak_rss_bytes"] = peak
+    finished = run_measured(command)
+    if finished.returncode != 0:
+        raise RuntimeError(f"{contender} ingest failed with exit code {finished.returncode}")
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    result["peak_rss_bytes"] = finished.peak_rss_bytes
     return result
 
 

@@ -17,6 +17,7 @@ from benchmarks import (
     input_limit,
     input_overlap,
     input_real_vs_synthetic,
+    pipeline_bench,
     serving_bench,
     training_bench,
 )
@@ -29,6 +30,7 @@ PARTS = {
     "input_real_vs_synthetic": input_real_vs_synthetic,
     "training": training_bench,
     "serving": serving_bench,
+    "pipeline": pipeline_bench,
 }
 
 

@@ -13,6 +13,7 @@ import warnings
 from data_prep.config import ConfigError, IngestConfig
 from data_prep.image_validation import ImageLimits
 from pipeline import console, exit_codes
+from pipeline.config import PRESETS
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -176,7 +177,7 @@ def _config_options() -> argparse.ArgumentParser:
     """How a command picks its settings: preset, config file, --set overrides, data, build dir."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--data", help="folder of class folders or a manifest (default: embedded)")
-    parent.add_argument("--preset", choices=["local", "full"], default="local")
+    parent.add_argument("--preset", choices=list(PRESETS), default="local")
     parent.add_argument("--build-dir", default="build", help="pipeline root, MLMD, models, logs")
     parent.add_argument(
         "--config",
@@ -241,7 +242,7 @@ def _effective_config(args, beam_args: list[str], generate_data: bool, **changes
     the embedded dataset under --build-dir, generated (once valid) when generate_data."""
     from data_prep.default_dataset import generate_default_dataset
     from pipeline import config_file
-    from pipeline.config import PRESETS, override
+    from pipeline.config import override
 
     settings = config_file.read_settings(args.config) if args.config else None
     named = args.data or (settings or {}).get("ingest", {}).get("input")

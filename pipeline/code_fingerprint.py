@@ -1,8 +1,8 @@
 """A hash of the project's own source, part of every code-running component's settings.
 
-TFX fingerprints a module_file, not what it imports; folding this hash into Transform's and the
-Trainer's settings makes an edit anywhere in data_prep/ or components/ invalidate their cache,
-and records in ML Metadata which code made each artifact.
+Transform and the Trainer import their code by name (no module_file, so TFX fingerprints no
+code of ours); folding this hash into their settings makes an edit anywhere in data_prep/ or
+components/ invalidate their cache, and records in ML Metadata which code made each artifact.
 """
 
 import hashlib

@@ -15,7 +15,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.metadata_keys import INPUT_FINGERPRINT_PROPERTY
-from data_prep.sources import input_fingerprint
+from data_prep.sources import input_fingerprint, list_sources
 
 EXAMPLE_GEN_NODE = "ImageExampleGen"
 FIRST_SPAN = 1
@@ -28,11 +28,13 @@ class DataSnapshot:
     span: the span this input is ingested as.
     (The classes are not known before the ingest has read the images: they are its label map.)
     previous_span: the newest span already ingested, or None on a pipeline's first ingest.
+    files: the files listed in the input; sizes the local Beam jobs (pipeline/beam_options.py).
     """
 
     fingerprint: str
     span: int
     previous_span: int | None = None
+    files: int = 0
 
     @property
     def is_new_data(self) -> bool:
@@ -44,12 +46,13 @@ def take_snapshot(
 ) -> DataSnapshot:
     """Fingerprints the input, and numbers its span against the spans in the store."""
     fingerprint = input_fingerprint(input_path)
+    files = len(list_sources(input_path))
     newest = newest_span(store, pipeline_name)
     if newest is None:
-        return DataSnapshot(fingerprint, FIRST_SPAN)
+        return DataSnapshot(fingerprint, FIRST_SPAN, files=files)
     span, newest_fingerprint = newest
     next_span = span if fingerprint == newest_fingerprint else span + 1
-    return DataSnapshot(fingerprint, next_span, previous_span=span)
+    return DataSnapshot(fingerprint, next_span, previous_span=span, files=files)
 
 
 def newest_span(store: metadata_store.MetadataStore, pipeline_name: str) -> tuple[int, str] | None:

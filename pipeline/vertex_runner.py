@@ -1,6 +1,7 @@
 """Compiles the pipeline for Vertex AI Pipelines (or Kubeflow Pipelines v2) with TFX's
 KubeflowV2DagRunner: a PipelineJob spec (JSON) whose every component runs in one container image,
-built from pipeline/Dockerfile, which holds this project at CONTAINER_ROOT.
+built from pipeline/Dockerfile, which installs this project (Transform's and the Trainer's code
+are imported from it by name, see pipeline/factory.py, so nothing is packaged at compile time).
 
 Vertex keeps its own ML Metadata, out of reach when compiling, so the span is the caller's to give
 (one compile per data drop, e.g. from CI); the input fingerprint is still taken here, so a new data
@@ -10,7 +11,6 @@ Needs kfp-pipeline-spec, which the orchestrators environment has (`make orchestr
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -18,17 +18,10 @@ import os
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-import components
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import DataSnapshot, take_snapshot
 from pipeline.factory import create_pipeline, latest_blessed_baseline
-
-CONTAINER_ROOT = "/imgpipe"  # WORKDIR of pipeline/Dockerfile
-_NO_MODULE_WHEELS = (
-    "UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES"  # read by tfx.components.util.udf_utils
-)
-_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(components.__file__)))
 
 
 def snapshot_for_vertex(input_path: str, span: int) -> DataSnapshot:
@@ -49,12 +42,7 @@ def compile_vertex(
     from tfx.v1.orchestration import experimental
 
     config.validate()
-    with _modules_from_the_image():
-        pipeline = create_pipeline(config, data, code_fingerprint(), None, latest_blessed_baseline)
-    for component in pipeline.components:
-        module_file = component.exec_properties.get("module_file")
-        if isinstance(module_file, str) and module_file.startswith(_PROJECT_ROOT + os.sep):
-            component.exec_properties["module_file"] = in_container(module_file)
+    pipeline = create_pipeline(config, data, code_fingerprint(), None, latest_blessed_baseline)
     runner = experimental.KubeflowV2DagRunner(
         config=experimental.KubeflowV2DagRunnerConfig(default_image=image),
         output_dir=os.path.dirname(os.path.abspath(output_path)),
@@ -63,23 +51,3 @@ def compile_vertex(
     runner.run(pipeline)
     with open(output_path) as handle:
         return json.load(handle)
-
-
-@contextlib.contextmanager
-def _modules_from_the_image():
-    """Transform's and the Trainer's module files are in the image: TFX's switch that stops it
-    packaging them as wheels under the pipeline root (a gs:// folder, out of reach here)."""
-    previous = os.environ.get(_NO_MODULE_WHEELS)
-    os.environ[_NO_MODULE_WHEELS] = "1"
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ[_NO_MODULE_WHEELS]
-        else:
-            os.environ[_NO_MODULE_WHEELS] = previous
-
-
-def in_container(path: str) -> str:
-    """A path inside this project -> the same file in the container image."""
-    return os.path.join(CONTAINER_ROOT, os.path.relpath(path, _PROJECT_ROOT))

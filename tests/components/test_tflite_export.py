@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
+from tensorflow.lite.python.convert_phase import ConverterError
 
 from components import tflite_export
 from components.eval_split import split_files
+from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.preprocessing import normalize
 from tests.components.conftest import EVAL_EXAMPLES, NORMALIZATION
 
@@ -43,9 +45,14 @@ def test_tflite_models_answer_as_the_keras_model(converted):
     assert len(flatbuffers["float16"]) < 0.6 * len(flatbuffers["float32"])  # weights halved
 
 
-def test_unconvertible_ops_of_the_bytes_signature_are_named(converted):
+def test_unconvertible_ops_of_the_bytes_signature_are_the_ones_the_report_names(converted):
     saved_model_dir, *_ = converted
-    assert "tf.DecodeImage" in tflite_export.unconvertible_ops(saved_model_dir, "serving_images")
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, [IMAGES_SIGNATURE])
+    with pytest.raises(ConverterError) as refused:
+        converter.convert()
+    assert tflite_export.refused_ops(refused.value) == list(
+        tflite_export.IMAGES_SIGNATURE_REFUSED_OPS
+    )
 
 
 def test_eval_split_comparison_scores_every_model_on_the_same_images(converted, examples_artifact):

@@ -40,6 +40,7 @@ def _images(root, labels=("cat", "dog")):
 def test_first_ingest_is_the_first_span(tmp_path):
     snapshot = take_snapshot(_images(tmp_path / "in"), open_store(str(tmp_path / "m.db")), "p")
     assert (snapshot.span, snapshot.previous_span) == (FIRST_SPAN, None)
+    assert snapshot.files == 2
     assert snapshot.is_new_data
 
 
@@ -54,6 +55,7 @@ def test_unchanged_input_keeps_its_span_and_changed_input_is_the_next(tmp_path):
     (tmp_path / "in" / "dog" / "1.jpg").write_bytes(image_files.jpeg(seed=7))
     changed = take_snapshot(images, store, "p")
     assert (changed.span, changed.previous_span, changed.is_new_data) == (2, 1, True)
+    assert (again.files, changed.files) == (2, 3)
     assert changed.fingerprint != first.fingerprint
 
 

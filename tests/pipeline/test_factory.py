@@ -1,15 +1,45 @@
+from tfx.components.util import udf_utils
+
+from components import trainer_module, transform_module
+from pipeline.beam_options import resolve_beam_args
 from pipeline.config import local_preset
 from pipeline.data_snapshot import DataSnapshot
 from pipeline.factory import create_pipeline
 from pipeline.mlmd_connection import MlmdTarget
 from tests.pipeline.expected import COMPONENTS
 
+STORE = MlmdTarget(mysql="127.0.0.1:3306/mlmd").connection_config(read_only=False)
+
+
+def _create(tmp_path, files=2):
+    config = local_preset(str(tmp_path / "images"), str(tmp_path / "build"))
+    data = DataSnapshot("abc", 1, files=files)
+    return config, create_pipeline(config, data, "def", STORE)
+
 
 def test_factory_is_pure_and_wires_every_component(tmp_path):
-    config = local_preset(str(tmp_path / "images"), str(tmp_path / "build"))
-    store = MlmdTarget(mysql="127.0.0.1:3306/mlmd").connection_config(read_only=False)
-    pipeline = create_pipeline(config, DataSnapshot("abc", 1), "def", store)
+    config, pipeline = _create(tmp_path)
     assert sorted(c.id for c in pipeline.components) == sorted(COMPONENTS)
-    assert pipeline.metadata_connection_config == store  # the runner's choice of store
+    assert pipeline.metadata_connection_config == STORE  # the runner's choice of store
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # nothing written
-    assert pipeline.beam_pipeline_args == list(config.beam_args)
+    assert pipeline.beam_pipeline_args == list(resolve_beam_args(config.beam_args, 2))
+
+
+def test_user_code_is_imported_by_name_and_its_edits_change_the_settings(tmp_path):
+    """No module_file: TFX builds and installs no user-code wheel; the code fingerprint in
+    custom_config is what invalidates the cache when the code changes."""
+    _, pipeline = _create(tmp_path)
+    nodes = {c.id: c for c in pipeline.components}
+    transform, trainer = nodes["Transform"].exec_properties, nodes["Trainer"].exec_properties
+    assert transform["module_file"] is None and trainer["module_file"] is None
+    assert udf_utils.get_fn(transform, "preprocessing_fn") is transform_module.preprocessing_fn
+    assert udf_utils.get_fn(trainer, "run_fn") is trainer_module.run_fn
+    for properties in (transform, trainer):
+        assert '"code_fingerprint": "def"' in properties["custom_config"]
+
+
+def test_beam_jobs_get_options_by_input_size(tmp_path):
+    _, small = _create(tmp_path, files=10)
+    _, large = _create(tmp_path, files=10**6)
+    assert "--direct_running_mode=in_memory" in small.beam_pipeline_args
+    assert "--direct_running_mode=multi_processing" in large.beam_pipeline_args

@@ -139,8 +139,8 @@ def test_reruns_use_the_cache_and_changes_invalidate_exactly_what_they_should(
     assert (again.span, again.new_data) == (1, False)
     assert again.blessed is True and again.pushed_to == first.pushed_to
 
-    # An edit to the project's code (invisible to TFX's module_file fingerprint when it is in an
-    # imported module) re-runs what runs that code, not the data components.
+    # An edit to the project's code (imported by name, so TFX sees no code of ours) re-runs
+    # what runs that code, not the data components.
     monkeypatch.setattr(local_runner, "code_fingerprint", lambda: "edited code")
     edited = _states(run_local(config))
     assert edited["Transform"] == edited["Trainer"] == "ran"

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from pipeline.config import local_preset
-from pipeline.vertex_runner import CONTAINER_ROOT
 from tests.data_prep import image_files
 from tests.pipeline.expected import COMPONENTS
 
@@ -83,18 +82,18 @@ def test_components_run_in_our_image_with_the_beam_options(compiled):
         ]
 
 
-def test_settings_module_files_and_pipeline_root(compiled):
+def test_settings_user_code_and_pipeline_root(compiled):
     spec, data = compiled
     assert spec["runtimeConfig"]["gcsOutputDirectory"] == ROOT
     assert spec["pipelineSpec"]["pipelineInfo"]["name"] == "imgpipe"
     ingest = _parameters(spec, "ImageExampleGen")
     assert (int(ingest["span"]), ingest["input_fingerprint"]) == (4, data.fingerprint)
-    assert _parameters(spec, "Transform")["module_file"] == (
-        f"{CONTAINER_ROOT}/components/transform_module.py"
-    )
-    assert _parameters(spec, "Trainer")["module_file"] == (
-        f"{CONTAINER_ROOT}/components/trainer_module.py"
-    )
+    # The code is imported from the image by name: no module file, no wheel under the root.
+    transform, trainer = _parameters(spec, "Transform"), _parameters(spec, "Trainer")
+    assert transform["preprocessing_fn"] == "components.transform_module.preprocessing_fn"
+    assert trainer["run_fn"] == "components.trainer_module.run_fn"
+    assert "module_file" not in transform and "module_file" not in trainer
+    assert "_wheels" not in json.dumps(spec)
     assert "metadata.db" not in json.dumps(spec)  # Vertex keeps its own ML Metadata
 
 

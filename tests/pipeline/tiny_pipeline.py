@@ -4,13 +4,11 @@ end-to-end tests share."""
 import dataclasses
 import pathlib
 
-from components.trainer.config import runlocal
-from pipeline.config import PipelineConfig, local_preset
+from pipeline.config import PipelineConfig, runlocal_preset
 from tests.data_prep import image_files
 
 LABELS = ("cat", "dog", "owl")
 IMAGES_PER_CLASS = 10
-IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 
 
 def write_images(folder: pathlib.Path) -> pathlib.Path:
@@ -24,11 +22,9 @@ def write_images(folder: pathlib.Path) -> pathlib.Path:
 
 
 def tiny_config(images, build, **trainer_changes) -> PipelineConfig:
-    """The local preset with Beam in this process, the seconds-long runlocal trainer (changed as
-    asked) and no accuracy floor (runlocal learns nothing)."""
+    """The runlocal preset (Beam in this process for so few images, the seconds-long trainer,
+    no accuracy floor), its trainer changed as asked."""
+    config = runlocal_preset(str(images), str(build))
     return dataclasses.replace(
-        local_preset(str(images), str(build)),
-        beam_args=IN_PROCESS,
-        trainer=dataclasses.replace(runlocal(), **trainer_changes),
-        min_accuracy=0.0,
+        config, trainer=dataclasses.replace(config.trainer, **trainer_changes)
     )

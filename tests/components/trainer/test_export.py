@@ -17,6 +17,7 @@ from components.trainer.preprocessing import Normalization, preprocess_image
 from data_prep import features
 from tests.data_prep import image_files
 
+pytestmark = pytest.mark.slow  # builds and exports a SavedModel with both signatures
 LABEL_NAMES = ["cat", "dog", "emu"]
 NORMALIZATION = Normalization(mean=(120.0, 110.0, 100.0), std=(60.0, 50.0, 40.0))
 IMAGES = [

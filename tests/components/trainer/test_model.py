@@ -46,7 +46,15 @@ def test_head_stays_float32_under_mixed_precision():
     assert model.output.dtype == tf.float32
 
 
-@pytest.mark.parametrize("name", ["mobilenet_v3_small", "resnet50", "efficientnet_b0"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mobilenet_v3_small",
+        # Seconds each to build on a CPU: out of make test-fast.
+        pytest.param("resnet50", marks=pytest.mark.slow),
+        pytest.param("efficientnet_b0", marks=pytest.mark.slow),
+    ],
+)
 def test_application_backbones_build_from_random_weights(name):
     config = dataclasses.replace(runlocal(), model=name)
     model = build_model(config, CLASSES)

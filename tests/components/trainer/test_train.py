@@ -31,6 +31,7 @@ def _scalar_tags(log_dir) -> set[str]:
     return tags
 
 
+@pytest.mark.slow
 def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path, capsys):
     # 3 steps per epoch, 2 per graph call: epochs end mid-call, so calls of 1 step happen too.
     config = dataclasses.replace(runlocal(), epochs=2, profile_steps=(2, 3))

@@ -1,0 +1,211 @@
+"""Part `pipeline`: what a run costs beyond its training, per component, and how it grows.
+
+`imgpipe run` (a child process, fresh build folder, 2 epochs, no accuracy floor, every other
+setting the local preset's) on N and 4N photo-like JPEGs. Each component's wall time comes from
+ML Metadata; the line through the two sizes gives its fixed cost (the intercept, seconds) and
+its cost per image (the slope), shown beside the decode floor: the same JPEGs decoded and resized
+to the model's input size in memory on every core, the least any component that looks at the
+pixels can spend per image. Peak memory is the whole process tree's (Beam workers, the serving
+check's process included).
+
+Sizes come from the environment, so a quick run is possible while the machine is shared:
+  BENCH_PIPELINE_IMAGES  N (default 2000); the second run has 4N
+  BENCH_PIPELINE_EPOCHS  training epochs of each run (default 2)
+  BENCH_PIPELINE_BEAM    Beam options of every run, e.g. "--direct_running_mode=multi_processing"
+                         (default none: the pipeline chooses by input size)
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shlex
+import shutil
+import sys
+import time
+
+from benchmarks.charts import label_bars
+from benchmarks.photo_data import write_photo_jpegs
+from benchmarks.process_tree import run_measured
+
+IMAGES = int(os.environ.get("BENCH_PIPELINE_IMAGES", "2000"))
+EPOCHS = int(os.environ.get("BENCH_PIPELINE_EPOCHS", "2"))
+BEAM_ARGS = shlex.split(os.environ.get("BENCH_PIPELINE_BEAM", ""))
+TRAINER = "Trainer"
+PREFIX = "pipeline"
+
+
+def run_pipeline(data_dir: str, build_dir: str) -> dict:
+    """One fresh `imgpipe run`: wall seconds, peak memory and each component's seconds."""
+    from components.trainer.config import TrainerConfig
+    from pipeline.config import local_preset
+    from pipeline.lineage import list_runs
+    from pipeline.local_runner import open_store
+
+    shutil.rmtree(build_dir, ignore_errors=True)
+    imgpipe = os.path.join(os.path.dirname(sys.executable), "imgpipe")
+    command = [imgpipe, "run", "--data", data_dir, "--build-dir", build_dir]
+    warmup = min(TrainerConfig().warmup_epochs, EPOCHS - 1)  # the config needs warmup < epochs
+    command += ["--set", f"trainer.epochs={EPOCHS}", "--set", f"trainer.warmup_epochs={warmup}"]
+    command += ["--set", "min_accuracy=0"]
+    if BEAM_ARGS:
+        command += ["--", *BEAM_ARGS]
+    finished = run_measured(command)
+    if finished.returncode != 0:
+        raise RuntimeError(f"imgpipe run on {data_dir} exited {finished.returncode}")
+    config = local_preset(data_dir, build_dir)
+    [run] = list_runs(open_store(config.metadata_path), config.name, limit=1)
+    return {
+        "wall_s": finished.seconds,
+        "peak_rss_bytes": finished.peak_rss_bytes,
+        "components": {c.node: c.seconds for c in run.components if c.state == "ran"},
+    }
+
+
+def decode_floor_ms(data_dir: str, image_size: int) -> float:
+    """Milliseconds per image to decode and resize the JPEGs (bytes already in memory) with
+    every core busy: the best of three passes."""
+    import tensorflow as tf
+
+    from components.trainer.preprocessing import decode_and_resize
+
+    paths = sorted(
+        os.path.join(folder, name)
+        for folder, _, names in os.walk(data_dir)
+        for name in names
+        if name.endswith(".jpg")
+    )
+    encoded = [pathlib.Path(path).read_bytes() for path in paths]
+    dataset = tf.data.Dataset.from_tensor_slices(encoded).map(
+        lambda one: decode_and_resize(one, image_size), tf.data.AUTOTUNE
+    )
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for _ in dataset.batch(64).prefetch(tf.data.AUTOTUNE):
+            pass
+        best = min(best, time.perf_counter() - started)
+    return 1000 * best / len(encoded)
+
+
+def run(workdir: str) -> list[dict]:
+    from components.trainer.config import TrainerConfig
+
+    small, large = IMAGES, 4 * IMAGES
+    results = {}
+    for count, seed in ((small, 11), (large, 12)):
+        data = write_photo_jpegs(f"{workdir}/data/photos_{count}", count, seed=seed)
+        results[count] = run_pipeline(data, f"{workdir}/out/pipeline_{count}")
+    floor = decode_floor_ms(f"{workdir}/data/photos_{small}", TrainerConfig().image_size)
+    floor_name = f"{PREFIX}.decode_floor.ms_per_image"
+    records = [{"name": floor_name, "value": floor, "unit": "ms/image"}]
+    names = [n for n in results[small]["components"] if n in results[large]["components"]]
+    for name in names:
+        at_small, at_large = (results[n]["components"][name] for n in (small, large))
+        slope_ms = 1000 * (at_large - at_small) / (large - small)
+        records += [
+            *(
+                {
+                    "name": f"{PREFIX}.{count}.{name}.seconds",
+                    "value": seconds,
+                    "unit": "s",
+                    "component": name,
+                    "images": count,
+                }
+                for count, seconds in ((small, at_small), (large, at_large))
+            ),
+            {
+                "name": f"{PREFIX}.{name}.fixed_seconds",
+                "value": at_small - slope_ms * small / 1000,
+                "unit": "s",
+            },
+            {
+                "name": f"{PREFIX}.{name}.ms_per_image",
+                "value": slope_ms,
+                "unit": "ms/image",
+                "baseline": floor_name,
+                "ratio": slope_ms / floor,
+                "component": name,
+            },
+        ]
+    fixed = [
+        r
+        for r in records
+        if r["name"].endswith(".fixed_seconds") and r["name"] != f"{PREFIX}.{TRAINER}.fixed_seconds"
+    ]
+    records.append(
+        {
+            "name": f"{PREFIX}.non_training.fixed_seconds",
+            "value": sum(r["value"] for r in fixed),
+            "unit": "s",
+        }
+    )
+    for count in (small, large):
+        seconds = results[count]["components"]
+        trainer = seconds[TRAINER]
+        others = sum(value for node, value in seconds.items() if node != TRAINER)
+        records += [
+            {
+                "name": f"{PREFIX}.{count}.wall_seconds",
+                "value": results[count]["wall_s"],
+                "unit": "s",
+            },
+            {
+                "name": f"{PREFIX}.{count}.non_training_seconds",
+                "value": others,
+                "unit": "s",
+                "baseline": f"{PREFIX}.{count}.{TRAINER}.seconds",
+                "ratio": others / trainer,
+            },
+            {
+                "name": f"{PREFIX}.{count}.peak_rss",
+                "value": results[count]["peak_rss_bytes"] / 2**20,
+                "unit": "MiB",
+            },
+        ]
+    records[-1].update(
+        baseline=f"{PREFIX}.{small}.peak_rss",
+        ratio=results[large]["peak_rss_bytes"] / results[small]["peak_rss_bytes"],
+    )
+    return records
+
+
+def chart(records: list[dict], path: str) -> None:
+    """Left: each component's seconds at N and 4N. Right: its cost per image beside the decode
+    floor."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    timed = [r for r in records if "images" in r]
+    sizes = sorted({r["images"] for r in timed})
+    components = list(dict.fromkeys(r["component"] for r in timed))
+    per_image = [r for r in records if r["unit"] == "ms/image"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(14, 5))
+    positions = np.arange(len(components))
+    width = 0.8 / max(len(sizes), 1)
+    for index, size in enumerate(sizes):
+        seconds = {r["component"]: r["value"] for r in timed if r["images"] == size}
+        values = [seconds[name] for name in components]
+        bars = left.bar(positions + index * width, values, width, label=f"{size} images")
+        label_bars(left, bars, [f"{value:.0f}" for value in values])
+    left.set_xticks(positions + width * (len(sizes) - 1) / 2, components, rotation=35, ha="right")
+    left.set_ylabel("seconds")
+    left.set_title("wall time per component")
+    left.legend()
+    names = [r.get("component", "decode floor") for r in per_image]
+    bars = right.bar(names, [r["value"] for r in per_image], color="#4a7ab5")
+    label_bars(
+        right,
+        bars,
+        [f"{r['value']:.2f}" + (f"\n{r['ratio']:.1f}x" if "ratio" in r else "") for r in per_image],
+    )
+    right.set_ylabel("ms per image (slope between the two sizes)")
+    right.set_title("marginal cost per image vs the decode floor")
+    right.set_xticks(range(len(names)), names, rotation=35, ha="right")
+    figure.suptitle("imgpipe run: fixed cost and cost per image of each component")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

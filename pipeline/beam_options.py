@@ -1,0 +1,58 @@
+"""The Beam options of the pipeline's Beam components (ImageExampleGen, StatisticsGen, Transform,
+Evaluator): chosen by the input's size on the local DirectRunner, as given on any other runner.
+
+A small input runs in this process: starting DirectRunner worker processes (each imports
+TensorFlow) costs more than the work. Above IN_PROCESS_MAX_FILES, one worker process per core.
+Either way TFX is told that the workers need nothing installed: by default every Beam executor
+repackages the whole TFX installation as an sdist for remote workers (about 10-16 s each on two
+cores, tfx.utils.dependency_utils.make_beam_dependency_flags), which DirectRunner workers, running
+in this very environment, never install.
+"""
+
+from __future__ import annotations
+
+import apache_beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+# Where worker processes start to pay on two cores: the ingest, the one Beam job whose per-image
+# work is Python (TF ops use every core in process), measured on 2 worker processes at 0.60x a
+# single process on 5,000 photos and 1.02x on 20,000 (`make bench PARTS=ingest`, README).
+IN_PROCESS_MAX_FILES = 20_000
+IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+ONE_WORKER_PER_CORE = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
+# One of the options TFX reads as "the workers' dependencies are provided"; the DirectRunner
+# ignores it (its workers are this interpreter or its subprocesses).
+LOCAL_WORKERS_NEED_NOTHING = (
+    f"--sdk_container_image=apache/beam_python3.10_sdk:{apache_beam.__version__}"
+)
+_DEPENDENCY_OPTIONS = (
+    "extra_packages",
+    "setup_file",
+    "requirements_file",
+    "worker_harness_container_image",
+    "sdk_container_image",
+)
+
+
+def resolve_beam_args(configured: tuple[str, ...], input_files: int) -> tuple[str, ...]:
+    """`configured` as given for a runner other than the DirectRunner; for the DirectRunner, its
+    running mode chosen by `input_files` unless `configured` names one, and TFX's repackaging
+    off unless `configured` names the workers' dependencies."""
+    options = PipelineOptions(list(configured)).get_all_options()
+    if not _is_direct(options.get("runner")):
+        return configured
+    resolved = configured
+    if not any(_flag_name(arg) == "--direct_running_mode" for arg in configured):
+        resolved += IN_PROCESS if input_files <= IN_PROCESS_MAX_FILES else ONE_WORKER_PER_CORE
+    if not any(options.get(name) for name in _DEPENDENCY_OPTIONS):
+        resolved += (LOCAL_WORKERS_NEED_NOTHING,)
+    return resolved
+
+
+def _flag_name(arg: str) -> str:
+    return arg.split("=", 1)[0]
+
+
+def _is_direct(runner: str | None) -> bool:
+    """Beam's default runner, named or not ('DirectRunner', 'direct', or its class path)."""
+    return runner is None or runner.rsplit(".", 1)[-1].lower() in ("direct", "directrunner")
