@@ -242,6 +242,10 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     if summary.blessed is not None:
         print(f"blessed: {'yes' if summary.blessed else 'no'}")
     print(f"pushed: {summary.pushed_to or 'no'}")
+    if summary.not_pushed_reason:
+        print(f"not pushed, stopped by the {summary.stopped_by}: {summary.not_pushed_reason}")
+    if summary.baseline_skipped:
+        print(f"baseline comparison skipped: {summary.baseline_skipped}")
     if summary.training_performance:
         perf = summary.training_performance
         print(
@@ -255,7 +259,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     if summary.pushed_to:
         lineage = f"imgpipe lineage model --latest-pushed --build-dir {args.build_dir}"
         print(f"where the pushed model came from: {lineage}")
-    return 0 if summary.pushed_to or summary.blessed is None else 3
+    return summary.exit_code
 
 
 def _store_options(defaults: bool = True) -> argparse.ArgumentParser:
@@ -405,6 +409,65 @@ def _run_query(args, beam_args: list[str]) -> int:
     return 0
 
 
+def _add_schema(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "schema",
+        help="the pipeline's decided data schema: show it, or export it to a file",
+        description="Every span is validated against one schema: the one curated from the "
+        "pipeline's first span (volatile features such as sha256 and source_path carry no value "
+        "domain; image_format is one of the formats the ingest writes; height and width are "
+        "bounded), kept in ML Metadata. `show` prints it as a text proto; `export PATH` writes "
+        "it, e.g. to review it or to commit it beside the code.",
+    )
+    actions = parser.add_subparsers(dest="schema_command", required=True)
+    show = actions.add_parser("show", parents=[_store_options()], help="print it")
+    show.set_defaults(handler=_run_schema, output=None)
+    export = actions.add_parser("export", parents=[_store_options()], help="write it to a file")
+    export.add_argument("output", help="the file to write (a text-format Schema proto)")
+    export.set_defaults(handler=_run_schema)
+
+
+def _run_schema(args, beam_args: list[str]) -> int:
+    from apache_beam.io.filesystems import FileSystems
+
+    from components.curated_schema_gen import SCHEMA_FILE
+    from pipeline.config import PipelineConfig, local_preset
+    from pipeline.data_snapshot import decided_schema_uri
+    from pipeline.mlmd_connection import MlmdTarget, StoreNotFound
+
+    pipeline = args.pipeline or PipelineConfig.name
+    try:
+        target = MlmdTarget.resolve(
+            {
+                "sqlite": args.mlmd_sqlite,
+                "mysql": args.mlmd_mysql,
+                "grpc": args.mlmd_grpc,
+                "user": args.mlmd_user,
+            },
+            default_sqlite=local_preset("", args.build_dir).metadata_path,
+        )
+        uri = decided_schema_uri(target.open(), pipeline)
+    except (ConfigError, StoreNotFound) as error:
+        print(f"imgpipe schema: error: {error}", file=sys.stderr)
+        return 2
+    if uri is None:
+        print(
+            f"imgpipe schema: error: pipeline {pipeline!r} has no schema yet; its first run "
+            "decides it",
+            file=sys.stderr,
+        )
+        return 2
+    with FileSystems.open(FileSystems.join(uri, SCHEMA_FILE)) as handle:
+        text = handle.read().decode()
+    if args.output is None:
+        print(text, end="")
+        return 0
+    with open(args.output, "w") as handle:
+        handle.write(text)
+    print(f"schema of pipeline {pipeline} written to {args.output}")
+    return 0
+
+
 def _print_model_reports(summary) -> None:
     """The serving check, the readable evaluation, TFLite and the model card of a run."""
     check = summary.serving_check
@@ -540,6 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(subparsers)
     _add_runs(subparsers)
     _add_lineage(subparsers)
+    _add_schema(subparsers)
     _add_predict(subparsers)
     _add_compile_vertex(subparsers)
     return parser

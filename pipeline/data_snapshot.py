@@ -1,4 +1,5 @@
-"""What a run is about to ingest: a fingerprint of the input, its span number and its classes.
+"""What a run is about to ingest (a fingerprint of the input, its span number and its classes)
+and what the data gate checks it against (the pipeline's label ids and its decided schema).
 
 Runners compute it before building the pipeline, so create_pipeline() stays pure. A span numbers a
 data drop: the first ingest of a pipeline is span 1; whenever the input's fingerprint differs from
@@ -16,8 +17,13 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.image_example_gen import INPUT_FINGERPRINT_PROPERTY
 from data_prep.sources import input_fingerprint, list_sources
+from pipeline import lineage
 
 EXAMPLE_GEN_NODE = "ImageExampleGen"
+SCHEMA_NODE = "CuratedSchemaGen"
+# ModelBlessing custom properties (TFX's Evaluator constants, without importing the Evaluator).
+CURRENT_MODEL_ID = "current_model_id"
+BLESSED = "blessed"
 FIRST_SPAN = 1
 
 
@@ -29,12 +35,19 @@ class DataSnapshot:
     class_names: the label of every image file in the input, sorted; their count sizes the
       Evaluator's per-class metrics (a class whose every image is rejected leaves an empty slot).
     previous_span: the newest span already ingested, or None on a pipeline's first ingest.
+    reference_label_map: the label ids this span keeps and the class set the gate checks: the
+      label map of the data the newest blessed model was trained on, else the pipeline's first
+      span's; {} on the first span.
+    schema_uri: the Schema artifact the pipeline decided on its first span (CuratedSchemaGen's),
+      which every later span is validated against; None until it exists.
     """
 
     fingerprint: str
     span: int
     class_names: tuple[str, ...]
     previous_span: int | None = None
+    reference_label_map: dict[str, int] = dataclasses.field(default_factory=dict)
+    schema_uri: str | None = None
 
     @property
     def is_new_data(self) -> bool:
@@ -54,7 +67,58 @@ def take_snapshot(
         return DataSnapshot(fingerprint, FIRST_SPAN, class_names)
     span, newest_fingerprint = newest
     next_span = span if fingerprint == newest_fingerprint else span + 1
-    return DataSnapshot(fingerprint, next_span, class_names, previous_span=span)
+    return DataSnapshot(
+        fingerprint,
+        next_span,
+        class_names,
+        previous_span=span,
+        reference_label_map=reference_label_map(store, pipeline_name),
+        schema_uri=decided_schema_uri(store, pipeline_name),
+    )
+
+
+def _live_artifacts(store, pipeline_name: str, type_name: str) -> list[metadata_store_pb2.Artifact]:
+    """The pipeline's live artifacts of one type, oldest first."""
+    pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
+    kind = store.get_artifact_type(type_name) if pipeline is not None else None
+    if kind is None:
+        return []
+    return sorted(
+        (
+            artifact
+            for artifact in store.get_artifacts_by_context(pipeline.id)
+            if artifact.type_id == kind.id and artifact.state == metadata_store_pb2.Artifact.LIVE
+        ),
+        key=lambda artifact: artifact.id,
+    )
+
+
+def reference_label_map(store: metadata_store.MetadataStore, pipeline_name: str) -> dict[str, int]:
+    """The label map of the newest blessed model's training data, else of the first span."""
+    blessed = [
+        blessing.custom_properties[CURRENT_MODEL_ID].int_value
+        for blessing in _live_artifacts(store, pipeline_name, "ModelBlessing")
+        if blessing.custom_properties.get(BLESSED) and blessing.custom_properties[BLESSED].int_value
+    ]
+    if blessed:
+        return lineage.model_label_map(store, max(blessed))
+    spans = [
+        artifact
+        for artifact in _live_artifacts(store, pipeline_name, "Examples")
+        if INPUT_FINGERPRINT_PROPERTY in artifact.custom_properties
+    ]
+    return lineage.examples_label_map(store, spans[0].id) if spans else {}
+
+
+def decided_schema_uri(store: metadata_store.MetadataStore, pipeline_name: str) -> str | None:
+    """The newest schema CuratedSchemaGen wrote for the pipeline (its first span's)."""
+    curated = [
+        schema
+        for schema in _live_artifacts(store, pipeline_name, "Schema")
+        if schema.custom_properties.get("producer_component")
+        and schema.custom_properties["producer_component"].string_value == SCHEMA_NODE
+    ]
+    return curated[-1].uri if curated else None
 
 
 def newest_span(store: metadata_store.MetadataStore, pipeline_name: str) -> tuple[int, str] | None:

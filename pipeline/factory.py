@@ -6,15 +6,18 @@ input fingerprint) and bind the result to an orchestrator.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
+from tfx.components import DistributionValidator  # not in tfx.v1 yet
 from tfx.dsl.components.base import executor_spec
 
 import components
-from components.anomalies_gate import AnomaliesGate
+from components.curated_schema_gen import CuratedSchemaGen
+from components.data_gate import DataGate
 from components.evaluation_report import EvaluationReportGen
 from components.image_example_gen import ImageExampleGen
 from components.model_card import ModelCardGen
@@ -28,15 +31,20 @@ from pipeline.baseline_strategy import (
     BLESSING_KEY,
     CANDIDATE_KEY,
     MODEL_KEY,
+    STATISTICS_KEY,
     BaselineBeforeCandidateStrategy,
+    BlessedTrainingStatisticsStrategy,
 )
-from pipeline.config import PipelineConfig
-from pipeline.data_snapshot import DataSnapshot
+from pipeline.config import GateConfig, PipelineConfig
+from pipeline.data_snapshot import SCHEMA_NODE, DataSnapshot
 
 _COMPONENTS_DIR = os.path.dirname(components.__file__)
 TRANSFORM_MODULE = os.path.join(_COMPONENTS_DIR, "transform_module.py")
 TRAINER_MODULE = os.path.join(_COMPONENTS_DIR, "trainer_module.py")
 BASELINE_NODE = "baseline_model_resolver"
+DRIFT_BASELINE_NODE = "drift_baseline_resolver"
+SCHEMA_IMPORTER_NODE = "schema_importer"
+DRIFT_SPLIT = "train"  # the split compared across spans (eval splits are small and noisy)
 
 
 def eval_config(min_accuracy: float, num_classes: int) -> tfma.EvalConfig:
@@ -78,6 +86,50 @@ def eval_config(min_accuracy: float, num_classes: int) -> tfma.EvalConfig:
     )
 
 
+def drift_config(gate: GateConfig) -> tfx.proto.DistributionValidatorConfig:
+    """DistributionValidator's comparators: class shares and format mix by L-infinity distance,
+    height and width histograms by Jensen-Shannon divergence, thresholds from the config."""
+    thresholds = {
+        features.LABEL_NAME: ("infinity_norm", gate.class_distribution_linf),
+        features.IMAGE_FORMAT: ("infinity_norm", gate.image_format_linf),
+        features.HEIGHT: ("jensen_shannon_divergence", gate.image_size_jsd),
+        features.WIDTH: ("jensen_shannon_divergence", gate.image_size_jsd),
+    }
+    config = tfx.proto.DistributionValidatorConfig()
+    for name, (metric, threshold) in thresholds.items():
+        comparator = config.default_slice_config.feature.add()
+        comparator.path.step.append(name)
+        getattr(comparator.distribution_comparator, metric).threshold = threshold
+    return config
+
+
+def decided_schema(config: PipelineConfig, data: DataSnapshot, statistics: tfx.dsl.Channel):
+    """The pipeline's schema node: on its first span, CuratedSchemaGen over the span's statistics;
+    later, an Importer of that very artifact (reimport=False finds it in ML Metadata, so the
+    schema is one artifact for the pipeline's life and its consumers stay cached)."""
+    if data.schema_uri is None:
+        limits = config.ingest.limits  # no side is longer than max_side (or than max_pixels)
+        max_side = limits.max_side or limits.max_pixels
+        return CuratedSchemaGen(statistics=statistics, max_side=max_side).with_id(SCHEMA_NODE)
+    return tfx.dsl.Importer(
+        source_uri=data.schema_uri,
+        artifact_type=tfx.types.standard_artifacts.Schema,
+        reimport=False,
+    ).with_id(SCHEMA_IMPORTER_NODE)
+
+
+def drift_baseline(statistics: tfx.dsl.Channel) -> tfx.dsl.Resolver:
+    """The statistics of the data the newest blessed model was trained on (before this span)."""
+    return tfx.dsl.Resolver(
+        strategy_class=BlessedTrainingStatisticsStrategy,
+        **{
+            STATISTICS_KEY: statistics,
+            MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+            BLESSING_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+        },
+    ).with_id(DRIFT_BASELINE_NODE)
+
+
 def baseline_before_candidate(candidate: tfx.dsl.Channel) -> tfx.dsl.Resolver:
     """The Evaluator's baseline: the newest blessed model trained before the candidate."""
     return tfx.dsl.Resolver(
@@ -109,25 +161,49 @@ def create_pipeline(
     data: DataSnapshot,
     code_fingerprint: str,
     baseline_resolver: Callable[[tfx.dsl.Channel], tfx.dsl.Resolver] = baseline_before_candidate,
+    drift_resolver: Callable[[tfx.dsl.Channel], tfx.dsl.Resolver] | None = drift_baseline,
 ) -> tfx.dsl.Pipeline:
     """Args:
     config: a validated PipelineConfig.
     data: the input's fingerprint (new images invalidate the cache), span and classes.
     code_fingerprint: code_fingerprint.code_fingerprint(); code edits invalidate the cache.
     baseline_resolver: builds the Evaluator's baseline resolver from the Trainer's model channel.
+    drift_resolver: builds the drift check's baseline resolver from the statistics channel;
+      None leaves the drift check out (Kubeflow V2 / Vertex compile no custom resolver).
     """
     example_gen = ImageExampleGen(
-        ingest_config=config.ingest.to_json(), input_fingerprint=data.fingerprint, span=data.span
+        ingest_config=config.ingest.to_json(),
+        input_fingerprint=data.fingerprint,
+        span=data.span,
+        reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"])
+    schema_node = decided_schema(config, data, statistics_gen.outputs["statistics"])
+    schema = schema_node.outputs["schema" if data.schema_uri is None else "result"]
     example_validator = tfx.components.ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+        statistics=statistics_gen.outputs["statistics"], schema=schema
     )
-    anomalies_gate = AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
+    drift_nodes = []
+    if drift_resolver is not None:
+        statistics_baseline = drift_resolver(statistics_gen.outputs["statistics"])
+        distribution_validator = DistributionValidator(
+            statistics=statistics_gen.outputs["statistics"],
+            # Optional: without a blessed model there is nothing to compare with (it passes).
+            baseline_statistics=statistics_baseline.outputs[STATISTICS_KEY].as_optional(),
+            config=drift_config(config.gate),
+            include_split_pairs=[(DRIFT_SPLIT, DRIFT_SPLIT)],
+        )
+        drift_nodes = [statistics_baseline, distribution_validator]
+    data_gate = DataGate(
+        anomalies=example_validator.outputs["anomalies"],
+        drift_anomalies=drift_nodes[-1].outputs["anomalies"] if drift_nodes else None,
+        ingest_report=example_gen.outputs["ingest_report"],
+        reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
+        allow_class_changes=config.gate.allow_class_changes,
+    )
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
+        schema=schema,
         module_file=TRANSFORM_MODULE,
         materialize=False,  # statistics only: decoded pixels are never written
         splits_config=tfx.proto.SplitsConfig(analyze=["train"]),
@@ -136,14 +212,14 @@ def create_pipeline(
             "code_fingerprint": code_fingerprint,
         },
     )
-    transform.add_upstream_node(anomalies_gate)  # no statistics from data that failed validation
+    transform.add_upstream_node(data_gate)  # no statistics from data that failed the gate
     trainer = tfx.components.Trainer(
         module_file=TRAINER_MODULE,
         # Records the performance report on the Model artifact in MLMD.
         custom_executor_spec=executor_spec.ExecutorClassSpec(TrainerExecutor),
         examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
-        schema=schema_gen.outputs["schema"],
+        schema=schema,
         train_args=tfx.proto.TrainArgs(splits=["train"]),
         eval_args=tfx.proto.EvalArgs(splits=["eval"]),
         custom_config={
@@ -196,9 +272,10 @@ def create_pipeline(
         components=[
             example_gen,
             statistics_gen,
-            schema_gen,
+            schema_node,
             example_validator,
-            anomalies_gate,
+            *drift_nodes,
+            data_gate,
             transform,
             trainer,
             baseline,

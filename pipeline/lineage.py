@@ -22,7 +22,14 @@ from google.protobuf import json_format
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
+from pipeline import exit_codes
+
 HEADLINE_METRIC = "sparse_categorical_accuracy"
+STOPPED_BY_GATE = "data gate"
+STOPPED_BY_EVALUATOR = "evaluator"
+STOPPED_BY_SERVING_CHECK = "serving check"
+GATE_NODE = "DataGate"
+_EXECUTION_RESULT = "__execution_result__"  # where TFX keeps a failed execution's message
 PER_CLASS_METRICS = ("precision", "recall")
 _INPUT_EVENTS = (mlmd_pb2.Event.INPUT, mlmd_pb2.Event.DECLARED_INPUT)
 _OUTPUT_EVENTS = (mlmd_pb2.Event.OUTPUT, mlmd_pb2.Event.DECLARED_OUTPUT)
@@ -118,6 +125,24 @@ class PipelineRun:
     model_card: str | None = None  # folder holding model_card.json/.md (the pushed model's)
     # The Trainer's performance report (images/s, step time, ...) from the Model's properties.
     training_performance: dict | None = None
+    # Why nothing was pushed, in one place: which stage stopped it (STOPPED_BY_GATE, _EVALUATOR,
+    # _SERVING_CHECK, or the failed component's node id) and its own words (the gate's anomalies,
+    # drift or class change; the TFMA thresholds that failed; the serving check's problems).
+    stopped_by: str | None = None
+    not_pushed_reason: str | None = None
+    # Set when the Evaluator compared with no baseline although one was blessed: why.
+    baseline_skipped: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """The `imgpipe run` exit status of this run (pipeline/exit_codes.py)."""
+        if self.pushed_to or (self.stopped_by is None and self.status != "failed"):
+            return exit_codes.OK
+        if self.stopped_by == STOPPED_BY_GATE:
+            return exit_codes.GATE_STOPPED
+        if self.stopped_by in (STOPPED_BY_EVALUATOR, STOPPED_BY_SERVING_CHECK):
+            return exit_codes.NOT_PUSHED
+        return exit_codes.COMPONENT_FAILED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -433,6 +458,7 @@ _RUN_OUTPUTS = {
     "tflite": ("tflite", "imgpipe.TFLiteModel"),
     "readable_evaluation": ("report", "imgpipe.EvaluationReport"),
     "model_card": ("model_card", "imgpipe.ModelCard"),
+    "verdict": ("verdict", "imgpipe.DataVerdict"),
 }
 INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")  # IngestReport custom properties
 
@@ -526,6 +552,7 @@ def _summarize(graph: _Graph, run_id: str, executions, node_of, metrics: bool) -
         if pushed.custom_properties["pushed"].int_value:
             outcome["pushed_to"] = pushed.custom_properties["pushed_destination"].string_value
             outcome["pushed_model_id"] = pushed.id
+    outcome.update(_why_not_pushed(graph, executions, components, first, outcome, metrics))
     started = min(e.create_time_since_epoch for e in executions)
     ended = max(e.last_update_time_since_epoch for e in executions)
     return PipelineRun(
@@ -539,6 +566,86 @@ def _summarize(graph: _Graph, run_id: str, executions, node_of, metrics: bool) -
         examples_id=first.get("examples"),
         **outcome,
     )
+
+
+def _why_not_pushed(graph: _Graph, executions, components, first, outcome, metrics) -> dict:
+    """stopped_by, not_pushed_reason and baseline_skipped of a run (see PipelineRun)."""
+    found = {}
+    if "verdict" in first:
+        verdict = graph.artifact(first["verdict"]).custom_properties.get("class_change")
+        if verdict is not None and verdict.string_value:
+            found["baseline_skipped"] = (
+                f"the class set changed ({verdict.string_value}) and gate.allow_class_changes "
+                "is on: a baseline with another label map is never compared against"
+            )
+    if outcome.get("pushed_to"):
+        return found
+    failed = [
+        (execution, component)
+        for execution, component in zip(executions, components, strict=True)
+        if component.state == "failed"
+    ]
+    if failed:
+        execution, component = failed[0]
+        result = execution.custom_properties.get(_EXECUTION_RESULT)
+        message = json.loads(result.string_value).get("resultMessage") if result else None
+        stage = STOPPED_BY_GATE if component.node == GATE_NODE else component.node
+        found.update(
+            stopped_by=stage,
+            not_pushed_reason=message or f"{component.node} failed; the run log has the cause",
+        )
+    elif outcome.get("blessed") is False:
+        reason = "the Evaluator did not bless the model"
+        if "evaluation" in first and metrics:
+            reason = validation_failures(graph.artifact(first["evaluation"]).uri) or reason
+        found.update(stopped_by=STOPPED_BY_EVALUATOR, not_pushed_reason=reason)
+    elif (outcome.get("serving_check") or {}).get("blessed") is False:
+        problems = outcome["serving_check"].get("problems") or "the serving check refused it"
+        found.update(stopped_by=STOPPED_BY_SERVING_CHECK, not_pushed_reason=str(problems))
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def validation_failures(evaluation_uri: str) -> str | None:
+    """The TFMA thresholds a model failed: metric, its value, the threshold and, for a change
+    threshold, the baseline's value; None when TFMA wrote no failures."""
+    import tensorflow_model_analysis as tfma
+
+    result = tfma.load_validation_result(evaluation_uri)
+    baseline = _baseline_metrics(evaluation_uri)
+    lines = []
+    for per_slice in result.metric_validations_per_slice:
+        for failure in per_slice.failures:
+            name = failure.metric_key.name
+            threshold = json_format.MessageToDict(failure.metric_threshold)
+            line = (
+                f"{'change in ' if failure.metric_key.is_diff else ''}{name} "
+                f"{_metric_value(failure.metric_value)} fails threshold {json.dumps(threshold)}"
+            )
+            if failure.metric_key.is_diff and name in baseline:
+                line += f" (baseline {baseline[name]:.4f})"
+            lines.append(line)
+    return "; ".join(lines) or None
+
+
+def _metric_value(value) -> str:
+    kind = value.WhichOneof("type")
+    return f"{value.double_value.value:.4f}" if kind == "double_value" else str(value)
+
+
+def _baseline_metrics(evaluation_uri: str) -> dict[str, float]:
+    import tensorflow_model_analysis as tfma
+
+    found = {}
+    for metrics in tfma.load_metrics(evaluation_uri):
+        if metrics.slice_key.single_slice_keys:
+            continue
+        for entry in metrics.metric_keys_and_values:
+            key = entry.key
+            if key.model_name == "baseline" and not key.is_diff:
+                if entry.value.HasField("double_value"):
+                    found[key.name] = entry.value.double_value.value
+    return found
 
 
 def _data(graph: _Graph, first: dict[str, int], components, outputs) -> dict:
@@ -615,6 +722,46 @@ def find_run(runs: list[PipelineRun], spec: str) -> PipelineRun:
     if not found:
         raise LineageError(f"no run {spec!r}; `imgpipe runs` lists the run ids")
     raise LineageError(f"{spec!r} matches {len(found)} runs; give more of the run id")
+
+
+# --- What a model was trained on (for the data gate and the baselines) ---------------------
+
+
+def training_examples_id(store: metadata_store.MetadataStore, model_id: int) -> int | None:
+    """The Examples artifact a model's Trainer read."""
+    graph = _Graph(store)
+    trainer = graph.producer(model_id, "model")
+    examples = graph.inputs(trainer.id, "examples") if trainer is not None else []
+    return examples[0].id if examples else None
+
+
+def examples_label_map(store: metadata_store.MetadataStore, examples_id: int) -> dict[str, int]:
+    """The label map ImageExampleGen recorded beside an Examples artifact ({} if none)."""
+    graph = _Graph(store)
+    producer = graph.producer(examples_id, "examples")
+    reports = graph.outputs(producer.id, "ingest_report") if producer is not None else []
+    if not reports or "label_map" not in reports[0].custom_properties:
+        return {}
+    return json.loads(reports[0].custom_properties["label_map"].string_value)
+
+
+def model_label_map(store: metadata_store.MetadataStore, model_id: int) -> dict[str, int]:
+    """The label map of the data a model was trained on: what its outputs mean."""
+    examples_id = training_examples_id(store, model_id)
+    return {} if examples_id is None else examples_label_map(store, examples_id)
+
+
+def examples_statistics_id(store: metadata_store.MetadataStore, examples_id: int) -> int | None:
+    """The live ExampleStatistics computed from an Examples artifact, the newest if several."""
+    graph = _Graph(store)
+    found = [
+        artifact.id
+        for execution in graph.consumers(examples_id, "examples")
+        for artifact in graph.outputs(execution.id, "statistics")
+        if graph.artifact_types[artifact.type_id] == "ExampleStatistics"
+        and artifact.state == mlmd_pb2.Artifact.LIVE
+    ]
+    return max(found, default=None)
 
 
 # --- Datasets and models ------------------------------------------------------------------
@@ -868,12 +1015,14 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
             facts["code.fingerprint"] = custom.get("code_fingerprint")
             facts["code.trainer_module"] = properties.get("module_path")
             facts["artifacts.model"] = models[0].id
+        if "eval_config" in properties:  # a failed Evaluator has its config but no outputs
+            _flatten("config.eval", properties["eval_config"], facts)
         evaluations = graph.outputs(execution.id, "evaluation")
         if evaluations:
-            _flatten("config.eval", properties.get("eval_config", {}), facts)
             facts["metrics.eval_accuracy"] = eval_accuracy(evaluations[0].uri)
     facts["outcome.blessed"] = run.blessed
     facts["outcome.pushed_to"] = run.pushed_to
+    facts["outcome.not_pushed_reason"] = run.not_pushed_reason
     return facts
 
 

@@ -6,6 +6,8 @@ Vertex keeps its own ML Metadata, out of reach when compiling, so the span is th
 (one compile per data drop, e.g. from CI); the input fingerprint is still taken here, so a new data
 drop changes the ingest's settings and invalidates Vertex's cache exactly as in local runs.
 Needs kfp-pipeline-spec, which the orchestrators environment has (`make orchestrators`).
+For the same reason the data gate has no drift check there (its baseline needs a custom
+resolver, which Kubeflow V2 cannot compile), and each compile curates its span's own schema.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ def compile_vertex(
 
     config.validate()
     with _modules_from_the_image():
-        pipeline = create_pipeline(config, data, code_fingerprint(), latest_blessed_baseline)
+        pipeline = create_pipeline(
+            config, data, code_fingerprint(), latest_blessed_baseline, drift_resolver=None
+        )
     for component in pipeline.components:
         module_file = component.exec_properties.get("module_file")
         if isinstance(module_file, str) and module_file.startswith(_PROJECT_ROOT + os.sep):

@@ -121,3 +121,10 @@ def test_shard_count_keeps_target_size_and_a_floor_for_parallelism():
     assert shard_count(175 * 2**20, 5000, config) == 8  # parallelism floor
     assert shard_count(2000 * 2**20, 50000, config) == 20  # target size rules
     assert shard_count(50 * 2**20, 3, config) == 3  # never more shards than examples
+
+
+def test_a_reference_label_map_keeps_known_ids():
+    plan = build_plan(many(30), CONFIG, reference_label_map={"c2": 0, "c0": 1, "gone": 2})
+    assert plan.label_map == {"c2": 0, "c0": 1, "c1": 3}
+    ids = {e.source.label: e.label_id for s in plan.shards for e in s.examples}
+    assert ids == {"c2": 0, "c0": 1, "c1": 3}

@@ -19,7 +19,7 @@ from components.trainer.serving_assets import ASSETS_EXTRA, WARMUP_FILE
 from pipeline import local_runner
 from pipeline.local_runner import open_store, run_local, summarize_latest_run
 from tests.data_prep import image_files
-from tests.pipeline.expected import COMPONENTS
+from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
 from tests.pipeline.tiny_pipeline import IMAGES_PER_CLASS, LABELS, tiny_config, write_images
 
 pytestmark = pytest.mark.slow
@@ -131,9 +131,12 @@ def test_reruns_use_the_cache_and_changes_invalidate_exactly_what_they_should(
     assert again.run_id != first.run_id
     states = _states(again)
     # Everything is answered from the cache, the Evaluator and Pusher included: the baseline
-    # resolver gives the cached candidate the same (empty) baseline it was first evaluated against.
+    # resolvers give the cached candidate and statistics the same (empty) baselines they were
+    # first checked against, and the importer hands out the very schema decided on the first run.
     assert {name: state for name, state in states.items() if state != "cached"} == {
-        "baseline_model_resolver": "ran"
+        "baseline_model_resolver": "ran",
+        "drift_baseline_resolver": "ran",
+        SCHEMA_IMPORTER: "ran",
     }
     assert (again.span, again.new_data) == (1, False)
     assert again.blessed is True and again.pushed_to == first.pushed_to
