@@ -21,6 +21,7 @@ from pipeline import lineage
 
 EXAMPLE_GEN_NODE = "ImageExampleGen"
 SCHEMA_NODE = "CuratedSchemaGen"
+SCHEMA_OUTPUT_KEY = "schema"
 # ModelBlessing custom properties (TFX's Evaluator constants, without importing the Evaluator).
 CURRENT_MODEL_ID = "current_model_id"
 BLESSED = "blessed"
@@ -111,12 +112,13 @@ def reference_label_map(store: metadata_store.MetadataStore, pipeline_name: str)
 
 
 def decided_schema_uri(store: metadata_store.MetadataStore, pipeline_name: str) -> str | None:
-    """The newest schema CuratedSchemaGen wrote for the pipeline (its first span's)."""
+    """The newest schema CuratedSchemaGen wrote for the pipeline (its first span's): the Schema
+    output under the key 'schema' (Transform's are pre_/post_transform_schema, the importer's
+    'result')."""
     curated = [
         schema
         for schema in _live_artifacts(store, pipeline_name, "Schema")
-        if schema.custom_properties.get("producer_component")
-        and schema.custom_properties["producer_component"].string_value == SCHEMA_NODE
+        if lineage.producer_of(store, schema.id, SCHEMA_OUTPUT_KEY) is not None
     ]
     return curated[-1].uri if curated else None
 

@@ -727,6 +727,13 @@ def find_run(runs: list[PipelineRun], spec: str) -> PipelineRun:
 # --- What a model was trained on (for the data gate and the baselines) ---------------------
 
 
+def producer_of(
+    store: metadata_store.MetadataStore, artifact_id: int, key: str
+) -> mlmd_pb2.Execution | None:
+    """The execution that output the artifact under this key, if any."""
+    return _Graph(store).producer(artifact_id, key)
+
+
 def training_examples_id(store: metadata_store.MetadataStore, model_id: int) -> int | None:
     """The Examples artifact a model's Trainer read."""
     graph = _Graph(store)
