@@ -15,6 +15,7 @@ import json
 
 from apache_beam.io.filesystems import FileSystems
 from tensorflow_metadata.proto.v0 import anomalies_pb2
+from tfx import types
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.proto.orchestration import execution_result_pb2
 from tfx.types import artifact, artifact_utils, component_spec, standard_artifacts
@@ -151,9 +152,8 @@ class DataGateSpec(component_spec.ComponentSpec):
 
 class DataGate(base_component.BaseComponent):
     """Args: anomalies (ExampleValidator), drift_anomalies (DistributionValidator; None: no
-    drift check),
-    ingest_report (ImageExampleGen), reference_label_map (JSON: the blessed model's label map,
-    "{}" when there is none) and allow_class_changes (GateConfig's policy)."""
+    drift check), ingest_report (ImageExampleGen), reference_label_map (JSON: the pipeline's
+    label map, see DataSnapshot; "{}" on its first span) and allow_class_changes (the policy)."""
 
     SPEC_CLASS = DataGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
@@ -166,8 +166,6 @@ class DataGate(base_component.BaseComponent):
         reference_label_map: str,
         allow_class_changes: bool,
     ):
-        from tfx import types
-
         super().__init__(
             spec=DataGateSpec(
                 anomalies=anomalies,

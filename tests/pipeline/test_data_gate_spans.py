@@ -5,11 +5,15 @@ size stop on drift; a new span like the blessed model's data passes. Every run t
 nothing says why, with the exit code a scheduler can act on."""
 
 import dataclasses
+import json
 import shutil
 
 import pytest
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipeline import exit_codes
+from pipeline.cli import main
 from pipeline.lineage import STOPPED_BY_GATE
 from pipeline.local_runner import open_store, run_local
 from tests.data_prep import image_files
@@ -128,3 +132,26 @@ def test_a_span_like_the_blessed_models_data_passes(drops):
     assert run.baseline_skipped is None
     assert run.exit_code in (exit_codes.OK, exit_codes.NOT_PUSHED)
     assert (run.exit_code == exit_codes.OK) == bool(run.pushed_to)
+
+
+def test_runs_and_schema_commands_say_why_and_show_the_decided_schema(drops, capsys, tmp_path):
+    config, runs = drops
+    store = ["--mlmd-sqlite", config.metadata_path]
+    assert main(["runs", *store]) == 0
+    table = capsys.readouterr().out
+    assert "WHY NOT PUSHED" in table.splitlines()[0]
+    drifted_row = next(line for line in table.splitlines() if runs["drifted"].run_id in line)
+    assert "data gate: drift: train_train: feature 'height'" in drifted_row
+    assert main(["runs", "--json", *store]) == 0
+    by_id = {run["run_id"]: run for run in json.loads(capsys.readouterr().out)}
+    assert by_id[runs["swapped"].run_id]["not_pushed_reason"] == runs["swapped"].not_pushed_reason
+    assert by_id[runs["new_class"].run_id]["stopped_by"] == STOPPED_BY_GATE
+
+    assert main(["schema", "show", *store]) == 0
+    shown = capsys.readouterr().out
+    schema = text_format.Parse(shown, schema_pb2.Schema())
+    formats = {f.name: list(f.string_domain.value) for f in schema.feature}["image_format"]
+    assert formats == ["jpeg", "png"]
+    exported = tmp_path / "schema.pbtxt"
+    assert main(["schema", "export", str(exported), *store]) == 0
+    assert exported.read_text() == shown

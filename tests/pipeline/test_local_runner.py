@@ -16,7 +16,7 @@ import tensorflow as tf
 from components.trainer.config import runlocal
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.serving_assets import ASSETS_EXTRA, WARMUP_FILE
-from pipeline import local_runner
+from pipeline import exit_codes, local_runner
 from pipeline.local_runner import open_store, run_local, summarize_latest_run
 from tests.data_prep import image_files
 from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
@@ -161,6 +161,10 @@ def test_a_model_below_the_threshold_is_not_pushed(first_run):
     assert _states(strict)["Evaluator"] == "ran"
     assert strict.blessed is False
     assert strict.pushed_to is None
+    # Why, in one place: the TFMA threshold that failed, with the measured value.
+    assert strict.stopped_by == "evaluator" and strict.exit_code == exit_codes.NOT_PUSHED
+    assert strict.not_pushed_reason.startswith("sparse_categorical_accuracy ")
+    assert '"lowerBound": 1.0' in strict.not_pushed_reason
     # The card is still written, to its artifact, saying why; nothing lands beside a model.
     assert strict.serving_check["blessed"] is True
     assert not strict.model_card.startswith(config.serving_dir)
