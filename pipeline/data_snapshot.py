@@ -11,6 +11,7 @@ span, and ImageExampleGen is answered from the cache.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -22,6 +23,7 @@ from pipeline import lineage
 EXAMPLE_GEN_NODE = "ImageExampleGen"
 SCHEMA_NODE = "CuratedSchemaGen"
 SCHEMA_OUTPUT_KEY = "schema"
+REFERENCE_LABEL_MAP = "reference_label_map"  # ImageExampleGen's exec property
 # ModelBlessing custom properties (TFX's Evaluator constants, without importing the Evaluator).
 CURRENT_MODEL_ID = "current_model_id"
 BLESSED = "blessed"
@@ -67,28 +69,42 @@ def take_snapshot(
     if newest is None:
         return DataSnapshot(fingerprint, FIRST_SPAN, class_names)
     span, newest_fingerprint = newest
-    next_span = span if fingerprint == newest_fingerprint else span + 1
+    unchanged = fingerprint == newest_fingerprint
     return DataSnapshot(
         fingerprint,
-        next_span,
+        span if unchanged else span + 1,
         class_names,
         previous_span=span,
-        reference_label_map=reference_label_map(store, pipeline_name),
+        # An unchanged span keeps the reference it was ingested and gated with (so the re-run is
+        # answered from the cache); a new one takes today's.
+        reference_label_map=(
+            _ingested_reference(store, pipeline_name)
+            if unchanged
+            else reference_label_map(store, pipeline_name)
+        ),
         schema_uri=decided_schema_uri(store, pipeline_name),
     )
+
+
+def _ingested_reference(store: metadata_store.MetadataStore, pipeline_name: str) -> dict:
+    """The reference label map the newest span's ImageExampleGen was given."""
+    producer = lineage.producer_of(store, _newest_examples(store, pipeline_name).id, "examples")
+    given = producer.custom_properties.get(REFERENCE_LABEL_MAP) if producer else None
+    return json.loads(given.string_value) if given else {}
 
 
 def _live_artifacts(store, pipeline_name: str, type_name: str) -> list[metadata_store_pb2.Artifact]:
     """The pipeline's live artifacts of one type, oldest first."""
     pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
-    kind = store.get_artifact_type(type_name) if pipeline is not None else None
-    if kind is None:
+    kinds = {kind.name: kind.id for kind in store.get_artifact_types()}
+    if pipeline is None or type_name not in kinds:  # never ran, or never made one
         return []
     return sorted(
         (
             artifact
             for artifact in store.get_artifacts_by_context(pipeline.id)
-            if artifact.type_id == kind.id and artifact.state == metadata_store_pb2.Artifact.LIVE
+            if artifact.type_id == kinds[type_name]
+            and artifact.state == metadata_store_pb2.Artifact.LIVE
         ),
         key=lambda artifact: artifact.id,
     )
@@ -103,12 +119,16 @@ def reference_label_map(store: metadata_store.MetadataStore, pipeline_name: str)
     ]
     if blessed:
         return lineage.model_label_map(store, max(blessed))
-    spans = [
-        artifact
-        for artifact in _live_artifacts(store, pipeline_name, "Examples")
-        if INPUT_FINGERPRINT_PROPERTY in artifact.custom_properties
-    ]
-    return lineage.examples_label_map(store, spans[0].id) if spans else {}
+    first = min(
+        (
+            artifact
+            for artifact in _live_artifacts(store, pipeline_name, "Examples")
+            if INPUT_FINGERPRINT_PROPERTY in artifact.custom_properties
+        ),
+        key=lambda a: (a.properties["span"].int_value, a.id),
+        default=None,
+    )
+    return lineage.examples_label_map(store, first.id) if first else {}
 
 
 def decided_schema_uri(store: metadata_store.MetadataStore, pipeline_name: str) -> str | None:
@@ -130,18 +150,22 @@ def newest_span(store: metadata_store.MetadataStore, pipeline_name: str) -> tupl
     runners' node contexts and the Airflow runner's component_run contexts differ), so runs
     by any orchestrator sharing one store number their spans in one sequence.
     """
-    pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
-    if pipeline is None:  # this pipeline never ran (or the store is new)
+    artifact = _newest_examples(store, pipeline_name)
+    if artifact is None:  # this pipeline never ingested (or the store is new)
         return None
-    examples_type = store.get_artifact_type("Examples")
+    return (
+        artifact.properties["span"].int_value,
+        artifact.custom_properties[INPUT_FINGERPRINT_PROPERTY].string_value,
+    )
+
+
+def _newest_examples(
+    store: metadata_store.MetadataStore, pipeline_name: str
+) -> metadata_store_pb2.Artifact | None:
+    """The live Examples ImageExampleGen wrote with the highest span (the newest among equals)."""
     spans = [
-        (artifact.properties["span"].int_value, artifact.id, artifact)
-        for artifact in store.get_artifacts_by_context(pipeline.id)
-        if artifact.type_id == examples_type.id
-        and artifact.state == metadata_store_pb2.Artifact.LIVE
-        and INPUT_FINGERPRINT_PROPERTY in artifact.custom_properties
+        artifact
+        for artifact in _live_artifacts(store, pipeline_name, "Examples")
+        if INPUT_FINGERPRINT_PROPERTY in artifact.custom_properties
     ]
-    if not spans:
-        return None
-    span, _, artifact = max(spans, key=lambda found: found[:2])
-    return span, artifact.custom_properties[INPUT_FINGERPRINT_PROPERTY].string_value
+    return max(spans, key=lambda a: (a.properties["span"].int_value, a.id), default=None)
