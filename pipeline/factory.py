@@ -13,7 +13,8 @@ from collections.abc import Callable
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 from tfx.components import DistributionValidator  # not in tfx.v1 yet
-from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.base import base_node, executor_spec
+from tfx.dsl.components.common import importer
 
 import components
 from components.curated_schema_gen import CuratedSchemaGen
@@ -36,7 +37,7 @@ from pipeline.baseline_strategy import (
     BlessedTrainingStatisticsStrategy,
 )
 from pipeline.config import GateConfig, PipelineConfig
-from pipeline.data_snapshot import SCHEMA_NODE, DataSnapshot
+from pipeline.data_snapshot import SCHEMA_NODE, SCHEMA_OUTPUT_KEY, DataSnapshot
 
 _COMPONENTS_DIR = os.path.dirname(components.__file__)
 TRANSFORM_MODULE = os.path.join(_COMPONENTS_DIR, "transform_module.py")
@@ -103,19 +104,24 @@ def drift_config(gate: GateConfig) -> tfx.proto.DistributionValidatorConfig:
     return config
 
 
-def decided_schema(config: PipelineConfig, data: DataSnapshot, statistics: tfx.dsl.Channel):
-    """The pipeline's schema node: on its first span, CuratedSchemaGen over the span's statistics;
-    later, an Importer of that very artifact (reimport=False finds it in ML Metadata, so the
-    schema is one artifact for the pipeline's life and its consumers stay cached)."""
+def decided_schema(
+    config: PipelineConfig, data: DataSnapshot, statistics: tfx.dsl.Channel
+) -> tuple[base_node.BaseNode, tfx.dsl.Channel]:
+    """The pipeline's schema node and its Schema channel: on its first span, CuratedSchemaGen
+    over the span's statistics; later, an Importer of that very artifact (reimport=False finds
+    it in ML Metadata, so the schema is one artifact for the pipeline's life and its consumers
+    stay cached)."""
     if data.schema_uri is None:
         limits = config.ingest.limits  # no side is longer than max_side (or than max_pixels)
         max_side = limits.max_side or limits.max_pixels
-        return CuratedSchemaGen(statistics=statistics, max_side=max_side).with_id(SCHEMA_NODE)
-    return tfx.dsl.Importer(
+        node = CuratedSchemaGen(statistics=statistics, max_side=max_side).with_id(SCHEMA_NODE)
+        return node, node.outputs[SCHEMA_OUTPUT_KEY]
+    node = tfx.dsl.Importer(
         source_uri=data.schema_uri,
         artifact_type=tfx.types.standard_artifacts.Schema,
         reimport=False,
     ).with_id(SCHEMA_IMPORTER_NODE)
+    return node, node.outputs[importer.IMPORT_RESULT_KEY]
 
 
 def drift_baseline(statistics: tfx.dsl.Channel) -> tfx.dsl.Resolver:
@@ -178,8 +184,7 @@ def create_pipeline(
         reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_node = decided_schema(config, data, statistics_gen.outputs["statistics"])
-    schema = schema_node.outputs["schema" if data.schema_uri is None else "result"]
+    schema_node, schema = decided_schema(config, data, statistics_gen.outputs["statistics"])
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema
     )
