@@ -54,6 +54,7 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
     ingest_config: tfx.dsl.components.Parameter[str],
     input_fingerprint: tfx.dsl.components.Parameter[str],
     span: tfx.dsl.components.Parameter[int],
+    reference_label_map: tfx.dsl.components.Parameter[str],
     examples: tfx.dsl.components.OutputArtifact[standard_artifacts.Examples],
     ingest_report: tfx.dsl.components.OutputArtifact[IngestReport],
     beam_pipeline: tfx.dsl.components.BeamComponentParameter[beam.Pipeline] = None,
@@ -65,12 +66,16 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
       input_fingerprint: sources.input_fingerprint(input) at pipeline build time: part of the
         execution's identity, so new or changed images invalidate the cache.
       span: the data drop this ingest is (see pipeline/data_snapshot.py), set on the Examples.
+      reference_label_map: JSON of the pipeline's label ids ("{}" for its first span), which
+        known classes keep (data_prep/label_map.py).
     """
     config = IngestConfig.from_json(ingest_config)
     outputs = ingest_outputs(examples.uri, ingest_report.uri)
     sources = prepare_ingest(config, outputs)
     with beam_pipeline as pipeline:
-        _ = pipeline | "IngestImages" >> IngestImages(sources, config, outputs)
+        _ = pipeline | "IngestImages" >> IngestImages(
+            sources, config, outputs, json.loads(reference_label_map)
+        )
     report = read_ingest_report(outputs)
     examples.split_names = artifact_utils.encode_split_names(sorted(report["accepted_per_split"]))
     examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)

@@ -10,6 +10,10 @@ EVALUATION_REPORT_TYPE = "imgpipe.EvaluationReport"
 TFLITE_MODEL_TYPE = "imgpipe.TFLiteModel"
 MODEL_CARD_TYPE = "imgpipe.ModelCard"
 
+DATA_VERDICT_TYPE = "imgpipe.DataVerdict"
+
+# DataVerdict custom property: "" or the class change the policy allowed.
+CLASS_CHANGE_PROPERTY = "class_change"
 # IngestReport custom properties: the ingest's counts, and the label map as JSON.
 INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")
 LABEL_MAP_PROPERTY = "label_map"  # also on the Examples: every executor sizes itself from it
@@ -27,5 +31,6 @@ TRAINER_CONFIG_KEY = "trainer_config"
 
 # TFX's own names (restated: importing TFX loads TensorFlow).
 BLESSED_PROPERTY = "blessed"  # tfx.components.evaluator.constants.ARTIFACT_PROPERTY_BLESSED_KEY
+CURRENT_MODEL_ID_PROPERTY = "current_model_id"  # ...ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY
 PUSHED_PROPERTY = "pushed"  # tfx.components.pusher.executor._PUSHED_KEY
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"  # ..._PUSHED_DESTINATION_KEY

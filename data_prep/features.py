@@ -12,7 +12,8 @@ Arrow encoder they are the same on every run, so shards are reproducible.
 from __future__ import annotations
 
 IMAGE = "image"  # encoded bytes: JPEG or PNG, 8-bit RGB, EXIF orientation already applied
-IMAGE_FORMAT = "image_format"  # b"jpeg" or b"png"
+IMAGE_FORMAT = "image_format"  # one of IMAGE_FORMATS
+IMAGE_FORMATS = ("jpeg", "png")  # what the ingest writes: every other format is converted
 HEIGHT = "height"
 WIDTH = "width"
 LABEL = "label"  # int64 id from the label map

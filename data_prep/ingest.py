@@ -176,11 +176,21 @@ def _write_json(path: str, value) -> None:
 
 
 class IngestImages(beam.PTransform):
-    """Files -> gzip TFRecord shards + label map + report; outputs one element: the report."""
+    """Files -> gzip TFRecord shards + label map + report; outputs one element: the report.
 
-    def __init__(self, sources: list[SourceFile], config: IngestConfig, outputs: IngestOutputs):
+    reference_label_map: the pipeline's label ids, kept for known classes (see build_plan).
+    """
+
+    def __init__(
+        self,
+        sources: list[SourceFile],
+        config: IngestConfig,
+        outputs: IngestOutputs,
+        reference_label_map: dict[str, int] | None = None,
+    ):
         super().__init__()
         self._sources, self._config, self._outputs = sources, config, outputs
+        self._reference_label_map = reference_label_map or {}
 
     def expand(self, pbegin):
         size = self._config.files_per_bundle
@@ -191,7 +201,7 @@ class IngestImages(beam.PTransform):
             | "SpreadBundles" >> beam.Reshuffle()
             | "Inspect" >> beam.ParDo(_InspectBundle(self._config.limits, len(self._sources)))
             | "AllOutcomes" >> beam.CombineGlobally(_ConcatLists())
-            | "Plan" >> beam.Map(build_plan, self._config)
+            | "Plan" >> beam.Map(build_plan, self._config, self._reference_label_map)
         )
         # Side inputs stay small: the label map, and the plan without its per-file shard lists.
         label_map = beam.pvalue.AsSingleton(plan | "LabelMap" >> beam.Map(_label_map))

@@ -14,6 +14,7 @@ import math
 from data_prep.config import IngestConfig
 from data_prep.image_validation import Reason
 from data_prep.inspection import ACCEPTED, IGNORED, REJECTED, FileOutcome
+from data_prep.label_map import merge_label_map
 from data_prep.sources import SourceFile
 
 SHARD_PATTERN = "Split-{split}/data_tfrecord-{index:05d}-of-{count:05d}.gz"
@@ -65,11 +66,17 @@ def split_of(sha256: str, eval_fraction: float, test_fraction: float) -> str:
     return "train"
 
 
-def build_plan(outcomes: list[FileOutcome], config: IngestConfig) -> IngestPlan:
+def build_plan(
+    outcomes: list[FileOutcome],
+    config: IngestConfig,
+    reference_label_map: dict[str, int] | None = None,
+) -> IngestPlan:
+    """reference_label_map: the ids earlier spans gave (see data_prep/label_map.py); without
+    one, classes are numbered in name order."""
     outcomes = sorted(outcomes, key=lambda outcome: outcome.source.relative_path)
     kept, deduped = _dedupe([o for o in outcomes if o.status == ACCEPTED])
     final = [o for o in outcomes if o.status != ACCEPTED] + deduped + kept
-    label_map = {name: i for i, name in enumerate(sorted({o.source.label for o in kept}))}
+    label_map = merge_label_map(reference_label_map or {}, {o.source.label for o in kept})
 
     by_split = collections.defaultdict(list)
     for outcome in kept:

@@ -289,11 +289,6 @@ def _failure(error: BaseException, where: str | None) -> tuple[int, str]:
         return exit_codes.BUSY, f"{error}; leave out --no-wait to wait for it"
     if isinstance(error, (ConfigError, SourceError, IngestFailed)):
         return exit_codes.BAD_INPUT, f"{place}{error}"
-    if "components.anomalies_gate" in sys.modules:  # loaded by a run (not by prep)
-        from components.anomalies_gate import AnomaliesFound
-
-        if isinstance(error, AnomaliesFound):
-            return exit_codes.GATE_STOPPED, f"{place}{error}"
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     # Beam wraps a worker's exception in its traceback: the cause is the last line.
     detail = lines[-1] if lines else ""
@@ -345,7 +340,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     if failure:
         return _fail("run", failure, log_path)
     _print_summary(summary, config, args.build_dir, log_path, store_target.describe())
-    return exit_codes.OK if summary.pushed_to or summary.blessed is None else exit_codes.NOT_PUSHED
+    return summary.exit_code
 
 
 def _print_summary(summary, config, build_dir: str, log_path: str, store: str) -> None:
@@ -384,8 +379,12 @@ def _print_summary(summary, config, build_dir: str, log_path: str, store: str) -
 
 
 def _print_outcome(summary) -> None:
-    """Whether the run pushed a model, and where (the one place the summary says so)."""
+    """Whether the run pushed a model, where, or why not (the one place the summary says so)."""
     print(f"pushed: {summary.pushed_to or 'no'}")
+    if summary.not_pushed_reason:
+        print(f"not pushed, stopped by the {summary.stopped_by}: {summary.not_pushed_reason}")
+    if summary.baseline_skipped:
+        print(f"baseline comparison skipped: {summary.baseline_skipped}")
 
 
 def _store_flags(parser: argparse.ArgumentParser):
@@ -653,6 +652,56 @@ def _run_report(args, beam_args: list[str]) -> int:
     return exit_codes.OK
 
 
+def _add_schema(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "schema",
+        help="the pipeline's decided data schema: show it, or export it to a file",
+        description="Every span is validated against one schema: the one curated from the "
+        "pipeline's first span (volatile features such as sha256 and source_path carry no value "
+        "domain; image_format is one of the formats the ingest writes; height and width are "
+        "bounded), kept in ML Metadata. `show` prints it as a text proto; `export PATH` writes "
+        "it, e.g. to review it or to commit it beside the code.",
+    )
+    actions = parser.add_subparsers(dest="schema_command", required=True)
+    show = actions.add_parser("show", parents=[_store_options()], help="print it")
+    show.set_defaults(handler=_run_schema, output=None)
+    export = actions.add_parser("export", parents=[_store_options()], help="write it to a file")
+    export.add_argument("output", help="the file to write (a text-format Schema proto)")
+    export.set_defaults(handler=_run_schema)
+
+
+def _run_schema(args, beam_args: list[str]) -> int:
+    from apache_beam.io.filesystems import FileSystems
+
+    from components.curated_schema_gen import SCHEMA_FILE
+    from pipeline.config import PipelineConfig
+    from pipeline.data_snapshot import decided_schema_uri
+    from pipeline.mlmd_connection import StoreNotFound
+
+    pipeline = args.pipeline or PipelineConfig.name
+    try:
+        uri = decided_schema_uri(_store_target(args).open(), pipeline)
+    except (ConfigError, StoreNotFound) as error:
+        print(f"imgpipe schema: error: {error}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    if uri is None:
+        print(
+            f"imgpipe schema: error: pipeline {pipeline!r} has no schema yet; its first run "
+            "decides it",
+            file=sys.stderr,
+        )
+        return exit_codes.BAD_INPUT
+    with FileSystems.open(FileSystems.join(uri, SCHEMA_FILE)) as handle:
+        text = handle.read().decode()
+    if args.output is None:
+        print(text, end="")
+        return exit_codes.OK
+    with open(args.output, "w") as handle:
+        handle.write(text)
+    print(f"schema of pipeline {pipeline} written to {args.output}")
+    return exit_codes.OK
+
+
 def _print_model_reports(summary) -> None:
     """The serving check, the readable evaluation, TFLite and the model card of a run."""
     check = summary.serving_check
@@ -792,6 +841,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(subparsers)
     _add_runs(subparsers)
     _add_lineage(subparsers)
+    _add_schema(subparsers)
     _add_predict(subparsers)
     _add_ui(subparsers)
     _add_report(subparsers)

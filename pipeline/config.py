@@ -23,12 +23,49 @@ _CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?]+$")
 
 
 @dataclasses.dataclass(frozen=True)
+class GateConfig:
+    """The data gate between ingest and Transform: what stops a span before training.
+
+    Each span is compared with the data the current blessed model was trained on (its train
+    split's statistics, by TFX's DistributionValidator); a distance above a threshold stops the
+    run, naming the feature, the metric, the measured value and the threshold. The defaults let
+    through the sampling noise of a few hundred images per class and stop a changed source: a
+    class share moved by a fifth, a fifth of the images in another format, other image sizes.
+
+    Attributes:
+      allow_class_changes: a span whose class set differs from the reference label map (the
+        blessed model's classes) stops at the gate, naming the classes; true lets a span with new
+        classes train a model with the new head, evaluated against the accuracy floor only (a
+        baseline with another label map is never compared against). A class that is gone still
+        stops: its id stays reserved, and the model would have an output no data trains.
+      class_distribution_linf: the largest allowed L-infinity distance between the class shares
+        (`label_name`) of the span and of the baseline data.
+      image_format_linf: the same for the JPEG/PNG mix (`image_format`).
+      image_size_jsd: the largest allowed Jensen-Shannon divergence between the `height`
+        histograms, and between the `width` histograms.
+    """
+
+    allow_class_changes: bool = False
+    class_distribution_linf: float = 0.2
+    image_format_linf: float = 0.2
+    image_size_jsd: float = 0.3
+
+    def validate(self) -> GateConfig:
+        for field in ("class_distribution_linf", "image_format_linf", "image_size_jsd"):
+            value = getattr(self, field)
+            if not 0.0 < value <= 1.0:
+                raise ConfigError(field, f"{value} is not in (0, 1]")
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
 class PipelineConfig:
     """One pipeline and where it keeps its state.
 
     Attributes:
       ingest: how raw images become the Examples artifact (its `input` is the data).
       trainer: how the model is trained (its image_size also sizes Transform's statistics).
+      gate: the data gate's drift thresholds and class-change policy.
       min_accuracy: the Evaluator blesses (and the Pusher pushes) only a model whose eval
         accuracy reaches this and does not fall below the last blessed model's.
       name: pipeline name; ML Metadata groups runs under it.
@@ -46,6 +83,7 @@ class PipelineConfig:
 
     ingest: IngestConfig
     trainer: TrainerConfig = TrainerConfig()
+    gate: GateConfig = GateConfig()
     min_accuracy: float = 0.9
     name: str = "imgpipe"
     pipeline_root: str = "build/tfx"
@@ -69,7 +107,7 @@ class PipelineConfig:
                 f"{self.schedule!r} is neither one of {', '.join(SCHEDULE_PRESETS)} nor a "
                 "five-field cron expression such as '0 3 * * *'",
             )
-        for part in ("ingest", "trainer"):
+        for part in ("ingest", "trainer", "gate"):
             try:
                 getattr(self, part).validate()
             except ConfigError as error:

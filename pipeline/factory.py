@@ -6,16 +6,20 @@ input fingerprint) and bind the result to an orchestrator.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 
 import tensorflow_model_analysis as tfma
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
-from tfx.dsl.components.base import executor_spec
+from tfx.components import DistributionValidator  # not in tfx.v1 yet
+from tfx.dsl.components.base import base_node, executor_spec
+from tfx.dsl.components.common import importer
 
 from components import trainer_module, transform_module
-from components.anomalies_gate import AnomaliesGate
+from components.curated_schema_gen import CuratedSchemaGen
+from components.data_gate import DataGate
 from components.evaluation_report import EvaluationReportGen
 from components.evaluator import Evaluator
 from components.image_example_gen import ImageExampleGen
@@ -31,11 +35,13 @@ from pipeline.baseline_strategy import (
     BLESSING_KEY,
     CANDIDATE_KEY,
     MODEL_KEY,
+    STATISTICS_KEY,
     BaselineBeforeCandidateStrategy,
+    BlessedTrainingStatisticsStrategy,
 )
 from pipeline.beam_options import resolve_beam_args
-from pipeline.config import PipelineConfig
-from pipeline.data_snapshot import DataSnapshot
+from pipeline.config import GateConfig, PipelineConfig
+from pipeline.data_snapshot import SCHEMA_NODE, SCHEMA_OUTPUT_KEY, DataSnapshot
 
 # The user code by import path, not module_file: TFX then neither builds a wheel of components/
 # nor pip-installs it in every executor and worker (the project is installed wherever the
@@ -43,6 +49,9 @@ from pipeline.data_snapshot import DataSnapshot
 PREPROCESSING_FN = f"{transform_module.__name__}.{transform_module.preprocessing_fn.__name__}"
 RUN_FN = f"{trainer_module.__name__}.{trainer_module.run_fn.__name__}"
 BASELINE_NODE = "baseline_model_resolver"
+DRIFT_BASELINE_NODE = "drift_baseline_resolver"
+SCHEMA_IMPORTER_NODE = "schema_importer"
+DRIFT_SPLIT = "train"  # the split compared across spans (eval splits are small and noisy)
 
 
 def eval_config(min_accuracy: float) -> tfma.EvalConfig:
@@ -85,6 +94,55 @@ def eval_config(min_accuracy: float) -> tfma.EvalConfig:
     )
 
 
+def drift_config(gate: GateConfig) -> tfx.proto.DistributionValidatorConfig:
+    """DistributionValidator's comparators: class shares and format mix by L-infinity distance,
+    height and width histograms by Jensen-Shannon divergence, thresholds from the config."""
+    thresholds = {
+        features.LABEL_NAME: ("infinity_norm", gate.class_distribution_linf),
+        features.IMAGE_FORMAT: ("infinity_norm", gate.image_format_linf),
+        features.HEIGHT: ("jensen_shannon_divergence", gate.image_size_jsd),
+        features.WIDTH: ("jensen_shannon_divergence", gate.image_size_jsd),
+    }
+    config = tfx.proto.DistributionValidatorConfig()
+    for name, (metric, threshold) in thresholds.items():
+        comparator = config.default_slice_config.feature.add()
+        comparator.path.step.append(name)
+        getattr(comparator.distribution_comparator, metric).threshold = threshold
+    return config
+
+
+def decided_schema(
+    config: PipelineConfig, data: DataSnapshot, statistics: tfx.dsl.Channel
+) -> tuple[base_node.BaseNode, tfx.dsl.Channel]:
+    """The pipeline's schema node and its Schema channel: on its first span, CuratedSchemaGen
+    over the span's statistics; later, an Importer of that very artifact (reimport=False finds
+    it in ML Metadata, so the schema is one artifact for the pipeline's life and its consumers
+    stay cached)."""
+    if data.schema_uri is None:
+        limits = config.ingest.limits  # no side is longer than max_side (or than max_pixels)
+        max_side = limits.max_side or limits.max_pixels
+        node = CuratedSchemaGen(statistics=statistics, max_side=max_side).with_id(SCHEMA_NODE)
+        return node, node.outputs[SCHEMA_OUTPUT_KEY]
+    node = tfx.dsl.Importer(
+        source_uri=data.schema_uri,
+        artifact_type=tfx.types.standard_artifacts.Schema,
+        reimport=False,
+    ).with_id(SCHEMA_IMPORTER_NODE)
+    return node, node.outputs[importer.IMPORT_RESULT_KEY]
+
+
+def drift_baseline(statistics: tfx.dsl.Channel) -> tfx.dsl.Resolver:
+    """The statistics of the data the newest blessed model was trained on (before this span)."""
+    return tfx.dsl.Resolver(
+        strategy_class=BlessedTrainingStatisticsStrategy,
+        **{
+            STATISTICS_KEY: statistics,
+            MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+            BLESSING_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+        },
+    ).with_id(DRIFT_BASELINE_NODE)
+
+
 def baseline_before_candidate(candidate: tfx.dsl.Channel) -> tfx.dsl.Resolver:
     """The Evaluator's baseline: the newest blessed model trained before the candidate."""
     return tfx.dsl.Resolver(
@@ -117,6 +175,7 @@ def create_pipeline(
     code_fingerprint: str,
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None,
     baseline_resolver: Callable[[tfx.dsl.Channel], tfx.dsl.Resolver] = baseline_before_candidate,
+    drift_resolver: Callable[[tfx.dsl.Channel], tfx.dsl.Resolver] | None = drift_baseline,
 ) -> tfx.dsl.Pipeline:
     """Args:
     config: a validated PipelineConfig.
@@ -125,19 +184,41 @@ def create_pipeline(
     metadata_connection_config: the ML Metadata store the run writes (SQLite, MySQL); None where
       the orchestrator owns the store (Kubeflow V2 / Vertex).
     baseline_resolver: builds the Evaluator's baseline resolver from the Trainer's model channel.
+    drift_resolver: builds the drift check's baseline resolver from the statistics channel;
+      None leaves the drift check out (Kubeflow V2 / Vertex compile no custom resolver).
     """
     example_gen = ImageExampleGen(
-        ingest_config=config.ingest.to_json(), input_fingerprint=data.fingerprint, span=data.span
+        ingest_config=config.ingest.to_json(),
+        input_fingerprint=data.fingerprint,
+        span=data.span,
+        reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"])
+    schema_node, schema = decided_schema(config, data, statistics_gen.outputs["statistics"])
     example_validator = tfx.components.ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+        statistics=statistics_gen.outputs["statistics"], schema=schema
     )
-    anomalies_gate = AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
+    drift_nodes = []
+    if drift_resolver is not None:
+        statistics_baseline = drift_resolver(statistics_gen.outputs["statistics"])
+        distribution_validator = DistributionValidator(
+            statistics=statistics_gen.outputs["statistics"],
+            # Optional: without a blessed model there is nothing to compare with (it passes).
+            baseline_statistics=statistics_baseline.outputs[STATISTICS_KEY].as_optional(),
+            config=drift_config(config.gate),
+            include_split_pairs=[(DRIFT_SPLIT, DRIFT_SPLIT)],
+        )
+        drift_nodes = [statistics_baseline, distribution_validator]
+    data_gate = DataGate(
+        anomalies=example_validator.outputs["anomalies"],
+        drift_anomalies=drift_nodes[-1].outputs["anomalies"] if drift_nodes else None,
+        ingest_report=example_gen.outputs["ingest_report"],
+        reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
+        allow_class_changes=config.gate.allow_class_changes,
+    )
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
+        schema=schema,
         preprocessing_fn=PREPROCESSING_FN,
         materialize=False,  # statistics only: decoded pixels are never written
         # StatisticsGen has the data's statistics; Transform's own pre- and post-transform
@@ -149,14 +230,14 @@ def create_pipeline(
             CODE_FINGERPRINT_KEY: code_fingerprint,
         },
     )
-    transform.add_upstream_node(anomalies_gate)  # no statistics from data that failed validation
+    transform.add_upstream_node(data_gate)  # no statistics from data that failed the gate
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
         # Records the performance report on the Model artifact in MLMD.
         custom_executor_spec=executor_spec.ExecutorClassSpec(TrainerExecutor),
         examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
-        schema=schema_gen.outputs["schema"],
+        schema=schema,
         train_args=tfx.proto.TrainArgs(splits=["train"]),
         eval_args=tfx.proto.EvalArgs(splits=["eval"]),
         custom_config={
@@ -209,9 +290,10 @@ def create_pipeline(
         components=[
             example_gen,
             statistics_gen,
-            schema_gen,
+            schema_node,
             example_validator,
-            anomalies_gate,
+            *drift_nodes,
+            data_gate,
             transform,
             trainer,
             baseline,

@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 from pipeline.lineage import (
+    STOPPED_BY_GATE,
     Dataset,
     ExamplesLineage,
     ImageLineage,
@@ -57,8 +58,31 @@ def _pushed(run: PipelineRun) -> str:
     return f"{reused}{run.pushed_to}"
 
 
+WHY_WIDTH = 72  # the table shows the reason's start; --json has all of it
+
+
+def _why_not_pushed(run: PipelineRun) -> str:
+    if not run.not_pushed_reason:
+        return ""
+    lines = [line.strip() for line in run.not_pushed_reason.splitlines() if line.strip()]
+    # The gate's first line only says it stopped; its next line names the first problem.
+    detail = lines[1] if len(lines) > 1 and run.stopped_by == STOPPED_BY_GATE else lines[0]
+    text = f"{run.stopped_by}: {detail}"
+    return text if len(text) <= WHY_WIDTH else text[: WHY_WIDTH - 3] + "..."
+
+
 def format_runs(runs: list[PipelineRun]) -> str:
-    header = ("RUN", "PIPELINE", "STARTED", "TIME", "STATUS", "EVAL ACC", "BLESSED", "PUSHED")
+    header = (
+        "RUN",
+        "PIPELINE",
+        "STARTED",
+        "TIME",
+        "STATUS",
+        "EVAL ACC",
+        "BLESSED",
+        "PUSHED",
+        "WHY NOT PUSHED",
+    )
     rows = [
         (
             run.run_id,
@@ -69,6 +93,7 @@ def format_runs(runs: list[PipelineRun]) -> str:
             _accuracy(run.eval_accuracy),
             _yes_no(run.blessed),
             _pushed(run),
+            _why_not_pushed(run),
         )
         for run in runs
     ]

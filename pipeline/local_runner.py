@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -18,9 +19,11 @@ from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import take_snapshot
 from pipeline.factory import create_pipeline
-from pipeline.lineage import PipelineRun, run_record
+from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
 from pipeline.mlmd_connection import MlmdTarget
 from pipeline.ui.report import report_path, write_report
+
+LOGGER = logging.getLogger(__name__)
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -54,7 +57,9 @@ def run_local(
     self-contained HTML report beside the run summaries.
 
     config_file: the settings the run's config file gave (JSON), recorded with the run. A
-    Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates.
+    Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates. A span the data
+    gate stops ends the run without an exception: its record says why (stopped_by,
+    not_pushed_reason); any other component's failure propagates.
     store_target: the ML Metadata store to write (default: config.metadata_path, SQLite). The
     lock file stays beside config.metadata_path, so with a server store it orders the runs of
     one build folder; an orchestrator (Airflow's max_active_runs=1) orders them across hosts.
@@ -77,7 +82,7 @@ def run_local(
             ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
         )
         run_guard.begin_run(store, run_id, config.name, holder, config_file)
-        state, reason = run_guard.FAILED, None
+        state, reason, failure = run_guard.FAILED, None, None
         try:
             with _argv_for_libraries():
                 tfx.orchestration.LocalDagRunner().run_with_ir(ir)
@@ -86,8 +91,14 @@ def run_local(
             state = run_guard.INTERRUPTED
             reason = f"interrupted (Ctrl-C or SIGTERM) in {holder.describe()}"
             raise
+        except Exception as error:  # noqa: BLE001 - the run record says what it was
+            failure = error
         finally:
             run_guard.end_run(store, run_id, state, reason)
     summary = run_record(store, config.name, run_id)
+    if failure is not None:
+        if summary.stopped_by != STOPPED_BY_GATE:
+            raise failure  # a component broke: the caller reports it (one error line)
+        LOGGER.info("run %s stopped by the data gate", run_id, exc_info=failure)
     write_report(store, summary.run_id, report_path(config.pipeline_root, summary.run_id))
     return summary

@@ -7,6 +7,8 @@ Vertex keeps its own ML Metadata, out of reach when compiling, so the span is th
 (one compile per data drop, e.g. from CI); the input fingerprint is still taken here, so a new data
 drop changes the ingest's settings and invalidates Vertex's cache exactly as in local runs.
 Needs kfp-pipeline-spec, which the orchestrators environment has (`make orchestrators`).
+For the same reason the data gate has no drift check there (its baseline needs a custom
+resolver, which Kubeflow V2 cannot compile), and each compile curates its span's own schema.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ def compile_vertex(
     from tfx.v1.orchestration import experimental
 
     config.validate()
-    pipeline = create_pipeline(config, data, code_fingerprint(), None, latest_blessed_baseline)
+    pipeline = create_pipeline(
+        config, data, code_fingerprint(), None, latest_blessed_baseline, drift_resolver=None
+    )
     runner = experimental.KubeflowV2DagRunner(
         config=experimental.KubeflowV2DagRunnerConfig(default_image=image),
         output_dir=os.path.dirname(os.path.abspath(output_path)),

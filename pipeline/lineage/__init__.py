@@ -6,19 +6,27 @@ here for callers that ask one question."""
 
 from pipeline.lineage.diff import Change, RunDiff, diff_runs, run_facts
 from pipeline.lineage.images import ImageLineage, ImageMatch, image_lineage
-from pipeline.lineage.metrics import eval_accuracy, per_class_metrics
+from pipeline.lineage.metrics import eval_accuracy, per_class_metrics, validation_failures
 from pipeline.lineage.models import (
     Dataset,
     Evaluation,
     ExamplesLineage,
     ModelLineage,
     TrainedModel,
+    examples_label_map,
     examples_lineage,
+    examples_statistics_id,
     find_model,
     latest_pushed_model,
+    model_label_map,
     model_lineage,
+    producer_of,
+    training_examples_id,
 )
 from pipeline.lineage.runs import (
+    STOPPED_BY_EVALUATOR,
+    STOPPED_BY_GATE,
+    STOPPED_BY_SERVING_CHECK,
     ComponentRun,
     PipelineRun,
     find_run,
@@ -30,6 +38,9 @@ from pipeline.lineage.runs import (
 from pipeline.lineage.store import ArtifactRecord, Edge, ExecutionRecord, LineageError
 
 __all__ = [
+    "STOPPED_BY_EVALUATOR",
+    "STOPPED_BY_GATE",
+    "STOPPED_BY_SERVING_CHECK",
     "ArtifactRecord",
     "Change",
     "ComponentRun",
@@ -47,16 +58,22 @@ __all__ = [
     "TrainedModel",
     "diff_runs",
     "eval_accuracy",
+    "examples_label_map",
     "examples_lineage",
+    "examples_statistics_id",
     "find_model",
     "find_run",
     "image_lineage",
     "latest_pushed_model",
     "list_runs",
+    "model_label_map",
     "model_lineage",
     "per_class_metrics",
+    "producer_of",
     "run_artifacts",
     "run_executions",
     "run_facts",
     "run_record",
+    "training_examples_id",
+    "validation_failures",
 ]

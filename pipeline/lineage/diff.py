@@ -83,9 +83,10 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
             facts["code.fingerprint"] = custom.get(metadata_keys.CODE_FINGERPRINT_KEY)
             facts["code.trainer_module"] = properties.get("module_path")
             facts["artifacts.model"] = models[0].id
+        if "eval_config" in properties:  # a failed Evaluator has its config but no outputs
+            _flatten("config.eval", properties["eval_config"], facts)
         evaluations = graph.outputs(execution.id, "evaluation")
         if evaluations:
-            _flatten("config.eval", properties.get("eval_config", {}), facts)
             facts["metrics.eval_accuracy"] = eval_accuracy(evaluations[0].uri)
     context = store.get_context_by_type_and_name(PIPELINE_RUN_CONTEXT, run.run_id)
     config_file = context and context.custom_properties.get(run_guard.RUN_CONFIG_FILE)
@@ -93,6 +94,7 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
         _flatten("config.file", json.loads(config_file.string_value), facts)
     facts["outcome.blessed"] = run.blessed
     facts["outcome.pushed_to"] = run.pushed_to
+    facts["outcome.not_pushed_reason"] = run.not_pushed_reason
     return facts
 
 

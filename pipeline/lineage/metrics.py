@@ -4,6 +4,7 @@ own reader (TFMA loads when first asked)."""
 from __future__ import annotations
 
 import functools
+import json
 import logging
 
 HEADLINE_METRIC = "sparse_categorical_accuracy"
@@ -58,3 +59,47 @@ def per_class_metrics(evaluation_uri: str) -> dict[int, dict[str, float]]:
                 values = per_class.setdefault(key.sub_key.class_id.value, {})
                 values[key.name] = entry.value.double_value.value
     return {class_id: dict(sorted(per_class[class_id].items())) for class_id in sorted(per_class)}
+
+
+@functools.lru_cache(maxsize=64)
+def validation_failures(evaluation_uri: str) -> str | None:
+    """The TFMA thresholds a model failed: metric, its value, the threshold and, for a change
+    threshold, the baseline's value; None when TFMA wrote no failures."""
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+
+    result = tfma.load_validation_result(evaluation_uri)
+    baseline = _baseline_metrics(evaluation_uri)
+    lines = []
+    for per_slice in result.metric_validations_per_slice:
+        for failure in per_slice.failures:
+            name = failure.metric_key.name
+            threshold = json_format.MessageToDict(failure.metric_threshold)
+            line = (
+                f"{'change in ' if failure.metric_key.is_diff else ''}{name} "
+                f"{_metric_value(failure.metric_value)} fails threshold {json.dumps(threshold)}"
+            )
+            if failure.metric_key.is_diff and name in baseline:
+                line += f" (baseline {baseline[name]:.4f})"
+            lines.append(line)
+    return "; ".join(lines) or None
+
+
+def _metric_value(value) -> str:
+    kind = value.WhichOneof("type")
+    return f"{value.double_value.value:.4f}" if kind == "double_value" else str(value)
+
+
+def _baseline_metrics(evaluation_uri: str) -> dict[str, float]:
+    import tensorflow_model_analysis as tfma
+
+    found = {}
+    for metrics in tfma.load_metrics(evaluation_uri):
+        if metrics.slice_key.single_slice_keys:
+            continue
+        for entry in metrics.metric_keys_and_values:
+            key = entry.key
+            if key.model_name == "baseline" and not key.is_diff:
+                if entry.value.HasField("double_value"):
+                    found[key.name] = entry.value.double_value.value
+    return found

@@ -5,6 +5,7 @@ on them."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
@@ -277,3 +278,50 @@ def examples_lineage(store: metadata_store.MetadataStore, examples_id: int) -> E
     return ExamplesLineage(
         read_dataset(graph, examples, None), models_trained_on(graph, examples_id)
     )
+
+
+# What a model was trained on (for the data gate and the baselines).
+
+
+def producer_of(
+    store: metadata_store.MetadataStore, artifact_id: int, key: str
+) -> mlmd_pb2.Execution | None:
+    """The execution that output the artifact under this key, if any."""
+    return MetadataGraph(store).producer(artifact_id, key)
+
+
+def training_examples_id(store: metadata_store.MetadataStore, model_id: int) -> int | None:
+    """The Examples artifact a model's Trainer read."""
+    graph = MetadataGraph(store)
+    trainer = graph.producer(model_id, "model")
+    examples = graph.inputs(trainer.id, "examples") if trainer is not None else []
+    return examples[0].id if examples else None
+
+
+def examples_label_map(store: metadata_store.MetadataStore, examples_id: int) -> dict[str, int]:
+    """The label map ImageExampleGen recorded beside an Examples artifact ({} if none)."""
+    graph = MetadataGraph(store)
+    producer = graph.producer(examples_id, "examples")
+    reports = graph.outputs(producer.id, "ingest_report") if producer is not None else []
+    if not reports or metadata_keys.LABEL_MAP_PROPERTY not in reports[0].custom_properties:
+        return {}
+    return json.loads(reports[0].custom_properties[metadata_keys.LABEL_MAP_PROPERTY].string_value)
+
+
+def model_label_map(store: metadata_store.MetadataStore, model_id: int) -> dict[str, int]:
+    """The label map of the data a model was trained on: what its outputs mean."""
+    examples_id = training_examples_id(store, model_id)
+    return {} if examples_id is None else examples_label_map(store, examples_id)
+
+
+def examples_statistics_id(store: metadata_store.MetadataStore, examples_id: int) -> int | None:
+    """The live ExampleStatistics computed from an Examples artifact, the newest if several."""
+    graph = MetadataGraph(store)
+    found = [
+        artifact.id
+        for execution in graph.consumers(examples_id, "examples")
+        for artifact in graph.outputs(execution.id, "statistics")
+        if graph.artifact_types[artifact.type_id] == "ExampleStatistics"
+        and artifact.state == mlmd_pb2.Artifact.LIVE
+    ]
+    return max(found, default=None)

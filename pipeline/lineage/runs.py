@@ -11,9 +11,10 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
-from pipeline import run_guard
-from pipeline.lineage.metrics import eval_accuracy, per_class_metrics
+from pipeline import exit_codes, run_guard
+from pipeline.lineage.metrics import eval_accuracy, per_class_metrics, validation_failures
 from pipeline.lineage.store import (
+    EXECUTION_RESULT_PROPERTY,
     LEGACY_COMPONENT_PROPERTY,
     LEGACY_PIPELINE_PROPERTY,
     LEGACY_RUN_CONTEXT,
@@ -32,6 +33,12 @@ from pipeline.lineage.store import (
     plain_value,
     read_json,
 )
+
+# Which stage stopped a run from pushing (PipelineRun.stopped_by), unless a component failed.
+STOPPED_BY_GATE = "data gate"
+STOPPED_BY_EVALUATOR = "evaluator"
+STOPPED_BY_SERVING_CHECK = "serving check"
+GATE_NODE = "DataGate"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +81,24 @@ class PipelineRun:
     model_card: str | None = None  # folder holding model_card.json/.md (the pushed model's)
     # The Trainer's performance report (images/s, step time, ...) from the Model's properties.
     training_performance: dict | None = None
+    # Why nothing was pushed, in one place: which stage stopped it (STOPPED_BY_GATE, _EVALUATOR,
+    # _SERVING_CHECK, or the failed component's node id) and its own words (the gate's anomalies,
+    # drift or class change; the TFMA thresholds that failed; the serving check's problems).
+    stopped_by: str | None = None
+    not_pushed_reason: str | None = None
+    # Set when the Evaluator compared with no baseline although one was blessed: why.
+    baseline_skipped: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """The `imgpipe run` exit status of this run (pipeline/exit_codes.py)."""
+        if self.pushed_to or (self.stopped_by is None and self.status != "failed"):
+            return exit_codes.OK
+        if self.stopped_by == STOPPED_BY_GATE:
+            return exit_codes.GATE_STOPPED
+        if self.stopped_by in (STOPPED_BY_EVALUATOR, STOPPED_BY_SERVING_CHECK):
+            return exit_codes.NOT_PUSHED
+        return exit_codes.COMPONENT_FAILED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +183,7 @@ _RUN_OUTPUTS = {
     "readable_evaluation": ("report", metadata_keys.EVALUATION_REPORT_TYPE),
     "model_card": ("model_card", metadata_keys.MODEL_CARD_TYPE),
     "model_run": ("model_run", "ModelRun"),  # the Trainer's TensorBoard logs and JSON reports
+    "verdict": ("verdict", metadata_keys.DATA_VERDICT_TYPE),
 }
 
 
@@ -237,6 +263,7 @@ def _summarize(graph: MetadataGraph, members: _RunMembers, metrics: bool) -> Pip
                 metadata_keys.PUSHED_DESTINATION_PROPERTY
             ].string_value
             outcome["pushed_model_id"] = pushed.id
+    outcome.update(_why_not_pushed(graph, executions, components, first, outcome, metrics))
     started = min(e.create_time_since_epoch for e in executions)
     ended = max(e.last_update_time_since_epoch for e in executions)
     return PipelineRun(
@@ -250,6 +277,45 @@ def _summarize(graph: MetadataGraph, members: _RunMembers, metrics: bool) -> Pip
         examples_id=first.get("examples"),
         **outcome,
     )
+
+
+def _why_not_pushed(graph: MetadataGraph, executions, components, first, outcome, metrics) -> dict:
+    """stopped_by, not_pushed_reason and baseline_skipped of a run (see PipelineRun)."""
+    found = {}
+    if "verdict" in first:
+        verdict = graph.artifact(first["verdict"]).custom_properties.get(
+            metadata_keys.CLASS_CHANGE_PROPERTY
+        )
+        if verdict is not None and verdict.string_value:
+            found["baseline_skipped"] = (
+                f"the class set changed ({verdict.string_value}) and gate.allow_class_changes "
+                "is on: a baseline with another label map is never compared against"
+            )
+    if outcome.get("pushed_to"):
+        return found
+    failed = [
+        (execution, component)
+        for execution, component in zip(executions, components, strict=True)
+        if component.state == "failed"
+    ]
+    if failed:
+        execution, component = failed[0]
+        result = execution.custom_properties.get(EXECUTION_RESULT_PROPERTY)
+        message = json.loads(result.string_value).get("resultMessage") if result else None
+        stage = STOPPED_BY_GATE if component.node == GATE_NODE else component.node
+        found.update(
+            stopped_by=stage,
+            not_pushed_reason=message or f"{component.node} failed; the run log has the cause",
+        )
+    elif outcome.get("blessed") is False:
+        reason = "the Evaluator did not bless the model"
+        if "evaluation" in first and metrics:
+            reason = validation_failures(graph.artifact(first["evaluation"]).uri) or reason
+        found.update(stopped_by=STOPPED_BY_EVALUATOR, not_pushed_reason=reason)
+    elif (outcome.get("serving_check") or {}).get("blessed") is False:
+        problems = outcome["serving_check"].get("problems") or "the serving check refused it"
+        found.update(stopped_by=STOPPED_BY_SERVING_CHECK, not_pushed_reason=str(problems))
+    return found
 
 
 def _made_outputs(

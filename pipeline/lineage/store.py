@@ -32,6 +32,9 @@ LEGACY_COMPONENT_PROPERTY = "component_id"  # ..._CONTEXT_TYPE_KEY_COMPONENT_ID
 # The legacy runner records its resolvers as executions of this type, their resolved artifacts
 # as OUTPUT events (a baseline model under the key 'model'): they made nothing.
 RESOLVER_EXECUTION_TYPE = "tfx.dsl.components.common.resolver.Resolver"
+# Where TFX keeps a failed execution's message (tfx.orchestration.portable.mlmd.
+# execution_lib._EXECUTION_RESULT).
+EXECUTION_RESULT_PROPERTY = "__execution_result__"
 INPUT_EVENTS = (mlmd_pb2.Event.INPUT, mlmd_pb2.Event.DECLARED_INPUT)
 OUTPUT_EVENTS = (mlmd_pb2.Event.OUTPUT, mlmd_pb2.Event.DECLARED_OUTPUT)
 STATES = {

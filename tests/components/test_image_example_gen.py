@@ -16,6 +16,8 @@ from tests.data_prep import image_files
 
 pytestmark = pytest.mark.slow
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+# An earlier span's ids, which known classes keep: pear stays 0, the new apple gets the next id.
+REFERENCE_LABEL_MAP = {"pear": 0}
 
 
 def _run(root, images) -> None:
@@ -24,6 +26,7 @@ def _run(root, images) -> None:
         ingest_config=config.to_json(),
         input_fingerprint=input_fingerprint(str(images)),
         span=3,
+        reference_label_map=json.dumps(REFERENCE_LABEL_MAP),
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"])
@@ -75,8 +78,8 @@ def test_examples_artifact_is_standard(pipeline_run):
     assert examples.custom_properties["payload_format"].string_value == "FORMAT_TF_EXAMPLE"
     # The class set downstream executors size themselves from (docs/ holds no image).
     assert json.loads(examples.custom_properties["label_map"].string_value) == {
-        "apple": 0,
-        "pear": 1,
+        "pear": 0,
+        "apple": 1,
     }
     files = tf.io.gfile.glob(f"{examples.uri}/Split-train/*.gz")
     record = next(iter(tf.data.TFRecordDataset(files, compression_type="GZIP")))
@@ -91,11 +94,11 @@ def test_ingest_report_is_an_artifact_in_mlmd(pipeline_run):
     assert props["accepted"].int_value == 30
     assert props["rejected"].int_value == 1
     assert props["ignored"].int_value == 1
-    assert json.loads(props["label_map"].string_value) == {"apple": 0, "pear": 1}
+    assert json.loads(props["label_map"].string_value) == {"pear": 0, "apple": 1}
     assert json.loads(props["classes_left_out"].string_value) == ["docs"]
     artifact = IngestReport()
     artifact.uri = report.uri
-    assert load_label_map(artifact) == {"apple": 0, "pear": 1}
+    assert load_label_map(artifact) == {"pear": 0, "apple": 1}
 
 
 def test_statistics_and_schema_read_the_examples_unchanged(pipeline_run):

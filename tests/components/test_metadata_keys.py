@@ -12,6 +12,10 @@ from components.tflite_export import TFLiteModel
 
 def test_tfx_names_restated_without_importing_tfx_equal_tfx_constants():
     assert metadata_keys.BLESSED_PROPERTY == evaluator_constants.ARTIFACT_PROPERTY_BLESSED_KEY
+    assert (
+        metadata_keys.CURRENT_MODEL_ID_PROPERTY
+        == evaluator_constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY
+    )
     assert metadata_keys.PUSHED_PROPERTY == pusher_executor._PUSHED_KEY
     assert metadata_keys.PUSHED_DESTINATION_PROPERTY == pusher_executor._PUSHED_DESTINATION_KEY
 

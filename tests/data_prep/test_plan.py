@@ -144,3 +144,10 @@ def test_a_class_with_no_training_image_fails_at_the_ingest_naming_it():
         "class 'owl' has 1 accepted image(s), none in the train split: every class needs "
         "training images; add images or remove the folder"
     )
+
+
+def test_a_reference_label_map_keeps_known_ids():
+    plan = build_plan(many(30), CONFIG, reference_label_map={"c2": 0, "c0": 1, "gone": 2})
+    assert plan.label_map == {"c2": 0, "c0": 1, "c1": 3}
+    ids = {e.source.label: e.label_id for s in plan.shards for e in s.examples}
+    assert ids == {"c2": 0, "c0": 1, "c1": 3}

@@ -1,12 +1,15 @@
-"""The pipeline's node ids, as tests expect create_pipeline() to wire them."""
+"""The pipeline's node ids, as tests expect create_pipeline() to wire them on a pipeline's first
+span (later spans import the schema decided then: SCHEMA_IMPORTER replaces CuratedSchemaGen)."""
 
 COMPONENTS = (
     "ImageExampleGen",
     "baseline_model_resolver",
     "StatisticsGen",
-    "SchemaGen",
+    "CuratedSchemaGen",
     "ExampleValidator",
-    "AnomaliesGate",
+    "drift_baseline_resolver",
+    "DistributionValidator",
+    "DataGate",
     "Transform",
     "Trainer",
     "Evaluator",
@@ -16,3 +19,4 @@ COMPONENTS = (
     "Pusher",
     "ModelCardGen",
 )
+SCHEMA_IMPORTER = "schema_importer"

@@ -50,6 +50,8 @@ def test_nested_ingest_errors_name_the_full_path():
         ("min_accuracy=0.8", ("min_accuracy",), 0.8),
         ("name=2026", ("name",), "2026"),
         ("ingest.max_reject_fraction=0.2", ("ingest", "max_reject_fraction"), 0.2),
+        ("gate.allow_class_changes=true", ("gate", "allow_class_changes"), True),
+        ("gate.image_size_jsd=0.5", ("gate", "image_size_jsd"), 0.5),
     ],
 )
 def test_override_sets_one_typed_field_and_leaves_the_rest(setting, path, expected):
@@ -88,3 +90,17 @@ def test_an_override_out_of_range_fails_validation_naming_the_nested_field():
 @pytest.mark.parametrize("schedule", [None, "@daily", "@hourly", "0 3 * * *", "*/15 0-6 * * MON"])
 def test_schedules_airflow_understands_are_accepted(schedule):
     assert dataclasses.replace(local_preset("images/"), schedule=schedule).validate()
+
+
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ("gate.class_distribution_linf=0", "gate.class_distribution_linf"),
+        ("gate.image_format_linf=1.5", "gate.image_format_linf"),
+        ("gate.image_size_jsd=-0.1", "gate.image_size_jsd"),
+    ],
+)
+def test_drift_thresholds_out_of_range_fail_naming_the_field(setting, field):
+    with pytest.raises(ConfigError) as error:
+        override(local_preset("images/"), setting).validate()
+    assert error.value.field == field

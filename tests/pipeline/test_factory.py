@@ -1,3 +1,5 @@
+import json
+
 from tfx.components.util import udf_utils
 
 from components import trainer_module, transform_module
@@ -6,7 +8,7 @@ from pipeline.config import local_preset
 from pipeline.data_snapshot import DataSnapshot
 from pipeline.factory import create_pipeline
 from pipeline.mlmd_connection import MlmdTarget
-from tests.pipeline.expected import COMPONENTS
+from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
 
 STORE = MlmdTarget(mysql="127.0.0.1:3306/mlmd").connection_config(read_only=False)
 
@@ -43,3 +45,15 @@ def test_beam_jobs_get_options_by_input_size(tmp_path):
     _, large = _create(tmp_path, files=10**6)
     assert "--direct_running_mode=in_memory" in small.beam_pipeline_args
     assert "--direct_running_mode=multi_processing" in large.beam_pipeline_args
+
+
+def test_a_later_span_imports_the_decided_schema_and_keeps_the_label_ids(tmp_path):
+    config = local_preset(str(tmp_path / "images"), str(tmp_path / "build"))
+    reference = {"dog": 0, "cat": 1}
+    data = DataSnapshot("abc", 2, 1, reference_label_map=reference, schema_uri="/s/Schema/3")
+    nodes = {c.id: c for c in create_pipeline(config, data, "def", STORE).components}
+    assert set(nodes) == set(COMPONENTS) - {"CuratedSchemaGen"} | {SCHEMA_IMPORTER}
+    assert nodes[SCHEMA_IMPORTER].exec_properties["artifact_uri"] == "/s/Schema/3"
+    for node in ("ImageExampleGen", "DataGate"):
+        assert json.loads(nodes[node].exec_properties["reference_label_map"]) == reference
+    assert "DataGate" in {n.id for n in nodes["Transform"].upstream_nodes}

@@ -12,7 +12,7 @@ import pytest
 import tensorflow_model_analysis as tfma
 
 from data_prep.sources import input_fingerprint
-from pipeline import lineage
+from pipeline import exit_codes, lineage
 from pipeline.cli import build_parser, main
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.local_runner import open_store, run_local
@@ -254,6 +254,9 @@ def test_a_missing_store_names_the_path(tmp_path, capsys):
         ["lineage", "model"],
         ["lineage", "examples"],
         ["lineage", "image"],
+        ["schema"],
+        ["schema", "show"],
+        ["schema", "export"],
     ],
 )
 def test_each_subcommand_has_help(command, capsys):
@@ -269,3 +272,47 @@ def test_store_options_work_before_and_after_diff():
     assert (args.json, args.mlmd_sqlite, args.run_a, args.run_b) == (True, "a.db", "x", "y")
     args = parser.parse_args(["runs", "diff", "x", "y", "--mlmd-sqlite", "b.db"])
     assert (args.json, args.mlmd_sqlite, args.build_dir) == (False, "b.db", "build")
+
+
+def test_diff_shows_the_config_of_an_evaluator_that_failed(tmp_path):
+    """A failed Evaluator has no outputs, only its execution's settings: diff still shows them."""
+    from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
+
+    store = open_store(str(tmp_path / "m.db"))
+    kind = store.put_execution_type(mlmd_pb2.ExecutionType(name="Evaluator"))
+    failed = mlmd_pb2.Execution(type_id=kind, last_known_state=mlmd_pb2.Execution.FAILED)
+    failed.custom_properties["eval_config"].string_value = json.dumps(
+        {"metrics_specs": [{"thresholds": {"accuracy": {"lower_bound": 0.9}}}]}
+    )
+    [execution_id] = store.put_executions([failed])
+    node_type = store.put_context_type(mlmd_pb2.ContextType(name="node"))
+    [node] = store.put_contexts([mlmd_pb2.Context(type_id=node_type, name="p.Evaluator")])
+    store.put_attributions_and_associations(
+        [], [mlmd_pb2.Association(execution_id=execution_id, context_id=node)]
+    )
+    run = lineage.PipelineRun(
+        "r",
+        "p",
+        "",
+        0.0,
+        "failed",
+        (lineage.ComponentRun("Evaluator", "failed", 0.0, execution_id),),
+    )
+    facts = lineage.run_facts(store, run)
+    assert facts["config.eval.metrics_specs[0].thresholds.accuracy.lower_bound"] == 0.9
+    assert run.exit_code == exit_codes.COMPONENT_FAILED
+
+
+@pytest.mark.parametrize(
+    ("changes", "code"),
+    [
+        ({"pushed_to": "/serving/m/1"}, exit_codes.OK),
+        ({"stopped_by": lineage.STOPPED_BY_GATE, "status": "failed"}, exit_codes.GATE_STOPPED),
+        ({"stopped_by": lineage.STOPPED_BY_EVALUATOR}, exit_codes.NOT_PUSHED),
+        ({"stopped_by": lineage.STOPPED_BY_SERVING_CHECK}, exit_codes.NOT_PUSHED),
+        ({"stopped_by": "Transform", "status": "failed"}, exit_codes.COMPONENT_FAILED),
+    ],
+)
+def test_each_outcome_has_its_exit_code(changes, code):
+    run = dataclasses.replace(lineage.PipelineRun("r", "p", "", 0.0, "complete", ()), **changes)
+    assert run.exit_code == code

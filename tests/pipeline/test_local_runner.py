@@ -16,11 +16,11 @@ import tensorflow as tf
 from components.trainer.config import runlocal
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.serving_assets import ASSETS_EXTRA, WARMUP_FILE
-from pipeline import local_runner
+from pipeline import exit_codes, local_runner
 from pipeline.lineage import run_record
 from pipeline.local_runner import open_store, run_local
 from tests.data_prep import image_files
-from tests.pipeline.expected import COMPONENTS
+from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
 from tests.pipeline.tiny_pipeline import IMAGES_PER_CLASS, LABELS, tiny_config, write_images
 
 pytestmark = pytest.mark.slow
@@ -132,10 +132,13 @@ def test_reruns_use_the_cache_and_changes_invalidate_exactly_what_they_should(
     assert again.run_id != first.run_id
     states = _states(again)
     # Everything is answered from the cache, the Evaluator and Pusher included: the baseline
-    # resolver gives the cached candidate the same (empty) baseline it was first evaluated against.
+    # resolvers give the cached candidate and statistics the same (empty) baselines they were
+    # first checked against, and the importer hands out the very schema decided on the first run.
     assert {name: state for name, state in states.items() if state != "cached"} == {
-        "baseline_model_resolver": "ran"
+        "baseline_model_resolver": "ran",
+        "drift_baseline_resolver": "ran",
     }
+    assert SCHEMA_IMPORTER in states and "CuratedSchemaGen" not in states
     assert (again.span, again.new_data) == (1, False)
     assert again.blessed is True and again.pushed_to == first.pushed_to
 
@@ -159,6 +162,10 @@ def test_a_model_below_the_threshold_is_not_pushed(first_run):
     assert _states(strict)["Evaluator"] == "ran"
     assert strict.blessed is False
     assert strict.pushed_to is None
+    # Why, in one place: the TFMA threshold that failed, with the measured value.
+    assert strict.stopped_by == "evaluator" and strict.exit_code == exit_codes.NOT_PUSHED
+    assert strict.not_pushed_reason.startswith("sparse_categorical_accuracy ")
+    assert '"lowerBound": 1.0' in strict.not_pushed_reason
     # The card is still written, to its artifact, saying why; nothing lands beside a model.
     assert strict.serving_check["blessed"] is True
     assert not strict.model_card.startswith(config.serving_dir)

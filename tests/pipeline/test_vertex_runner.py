@@ -50,7 +50,12 @@ def _parameters(spec, task):
 def test_every_component_is_a_task_and_the_baseline_is_resolved_from_metadata(compiled):
     spec, _ = compiled
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
-    assert {name for name in tasks if not name.startswith(RESOLVER)} == set(COMPONENTS) - {RESOLVER}
+    # No drift check: its baseline needs a custom resolver, which Kubeflow V2 cannot compile.
+    assert {name for name in tasks if not name.startswith(RESOLVER)} == set(COMPONENTS) - {
+        RESOLVER,
+        "drift_baseline_resolver",
+        "DistributionValidator",
+    }
     assert {name for name in tasks if name.startswith(RESOLVER)} == {
         f"{RESOLVER}-model-resolver",
         f"{RESOLVER}-model-blessing-resolver",
@@ -58,7 +63,7 @@ def test_every_component_is_a_task_and_the_baseline_is_resolved_from_metadata(co
     baseline = tasks["Evaluator"]["inputs"]["artifacts"]["baseline_model"]
     assert baseline["taskOutputArtifact"]["producerTask"] == f"{RESOLVER}-model-resolver"
     assert "Trainer" in tasks["Evaluator"]["dependentTasks"]
-    assert "AnomaliesGate" in tasks["Transform"]["dependentTasks"]
+    assert "DataGate" in tasks["Transform"]["dependentTasks"]
 
 
 def test_components_run_in_our_image_with_the_beam_options(compiled):
