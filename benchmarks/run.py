@@ -19,6 +19,7 @@ from benchmarks import (
     input_real_vs_synthetic,
     serving_bench,
     training_bench,
+    transfer_bench,
 )
 
 PARTS = {
@@ -29,6 +30,7 @@ PARTS = {
     "input_real_vs_synthetic": input_real_vs_synthetic,
     "training": training_bench,
     "serving": serving_bench,
+    "transfer": transfer_bench,
 }
 
 

@@ -24,6 +24,7 @@ from components.trainer.export import EXAMPLES_SIGNATURE
 from components.trainer_module import TRAINER_CONFIG_KEY, TrainerExecutor, trainer_config_to_json
 from components.transform_module import IMAGE_SIZE_KEY
 from data_prep import features
+from pipeline import warm_start_strategy
 from pipeline.baseline_strategy import (
     BLESSING_KEY,
     CANDIDATE_KEY,
@@ -32,11 +33,13 @@ from pipeline.baseline_strategy import (
 )
 from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import DataSnapshot
+from pipeline.warm_start_strategy import BlessedBeforeExamplesStrategy
 
 _COMPONENTS_DIR = os.path.dirname(components.__file__)
 TRANSFORM_MODULE = os.path.join(_COMPONENTS_DIR, "transform_module.py")
 TRAINER_MODULE = os.path.join(_COMPONENTS_DIR, "trainer_module.py")
 BASELINE_NODE = "baseline_model_resolver"
+WARM_START_NODE = "warm_start_model_resolver"
 
 
 def eval_config(min_accuracy: float, num_classes: int) -> tfma.EvalConfig:
@@ -104,6 +107,20 @@ def latest_blessed_baseline(candidate: tfx.dsl.Channel) -> tfx.dsl.Resolver:
     ).with_id(BASELINE_NODE)
 
 
+def warm_start_model(examples: tfx.dsl.Channel) -> tfx.dsl.Resolver:
+    """The Trainer's base_model: the newest blessed model trained on an earlier span."""
+    return tfx.dsl.Resolver(
+        strategy_class=BlessedBeforeExamplesStrategy,
+        **{
+            warm_start_strategy.EXAMPLES_KEY: examples,
+            warm_start_strategy.MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+            warm_start_strategy.BLESSING_KEY: tfx.dsl.Channel(
+                type=tfx.types.standard_artifacts.ModelBlessing
+            ),
+        },
+    ).with_id(WARM_START_NODE)
+
+
 def create_pipeline(
     config: PipelineConfig,
     data: DataSnapshot,
@@ -137,6 +154,9 @@ def create_pipeline(
         },
     )
     transform.add_upstream_node(anomalies_gate)  # no statistics from data that failed validation
+    warm_start = (
+        warm_start_model(example_gen.outputs["examples"]) if config.trainer.warm_start else None
+    )
     trainer = tfx.components.Trainer(
         module_file=TRAINER_MODULE,
         # Records the performance report on the Model artifact in MLMD.
@@ -144,6 +164,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
+        base_model=warm_start.outputs[warm_start_strategy.MODEL_KEY] if warm_start else None,
         train_args=tfx.proto.TrainArgs(splits=["train"]),
         eval_args=tfx.proto.EvalArgs(splits=["eval"]),
         custom_config={
@@ -200,6 +221,7 @@ def create_pipeline(
             example_validator,
             anomalies_gate,
             transform,
+            *([warm_start] if warm_start else []),
             trainer,
             baseline,
             evaluator,

@@ -35,6 +35,26 @@ class TrainerConfig:
         unless weights_path is given.
       weights_path: optional weights file (.h5 or TF checkpoint) for the backbone, i.e. the model
         without its classification head (for applications: include_top=False, pooling='avg').
+        Turns on fine-tuning: the backbone's own input preprocessing (backbone_preprocessing),
+        batch normalization in inference mode, and the two-phase schedule (frozen_epochs, then
+        fine_tune_learning_rate).
+      backbone_preprocessing: feed the backbone the input scaling its weights were trained with
+        (each tf_keras.applications backbone's own preprocess_input, or its built-in rescaling;
+        [-1, 1] for small_cnn) instead of the train split's pixel statistics. None: on exactly
+        when weights_path is set. Set it when training a backbone from scratch whose weights
+        will later be fine-tuned elsewhere.
+      frozen_epochs: with weights_path, the first epochs train the head alone (the backbone
+        frozen) at learning_rate with its warmup; the rest of the epochs fine-tune. 0: no frozen
+        phase, every layer trains from the first step at fine_tune_learning_rate.
+      fine_tune_learning_rate: peak learning rate of the fine-tuning phase (cosine decay to zero),
+        lower than learning_rate so the pretrained features are adjusted, not overwritten.
+      unfreeze_layers: how many of the backbone's last layers the fine-tuning phase trains; 0 for
+        all of them.
+      warm_start: start each run from the last blessed model (TFX's base_model), trained for
+        warm_start_epochs at fine_tune_learning_rate instead of the full schedule, when its
+        class set equals this run's (the run fails, naming both, when it does not). The first
+        run, with no blessed model yet, trains the full schedule.
+      warm_start_epochs: epochs of a warm-started run.
       batch_size: examples per replica per step; the global batch is this times the replicas.
       epochs: passes over the training split.
       learning_rate: peak Adam learning rate, reached after warmup_epochs of linear warmup, then
@@ -68,6 +88,12 @@ class TrainerConfig:
     image_size: int = 64
     model: str = "small_cnn"
     weights_path: str | None = None
+    backbone_preprocessing: bool | None = None
+    frozen_epochs: int = 3
+    fine_tune_learning_rate: float = 3e-4
+    unfreeze_layers: int = 0
+    warm_start: bool = False
+    warm_start_epochs: int = 5
     batch_size: int = 64
     epochs: int = 30
     learning_rate: float = 3e-3
@@ -92,15 +118,45 @@ class TrainerConfig:
             raise ConfigError("model", f"{self.model!r} is not one of {list(MODELS)}")
         if self.weights_path is not None and not _weights_exist(self.weights_path):
             raise ConfigError("weights_path", f"{self.weights_path!r} does not exist")
-        for name in ("batch_size", "epochs", "steps_per_execution", "gradient_accumulation_steps"):
+        for name in (
+            "batch_size",
+            "epochs",
+            "steps_per_execution",
+            "gradient_accumulation_steps",
+            "warm_start_epochs",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"{getattr(self, name)} is below 1")
         if not 0 <= self.warmup_epochs < self.epochs:
             raise ConfigError(
                 "warmup_epochs", f"{self.warmup_epochs} is not in 0..epochs-1 ({self.epochs - 1})"
             )
-        if not 0.0 < self.learning_rate <= 1.0:
-            raise ConfigError("learning_rate", f"{self.learning_rate} is not in (0, 1]")
+        for name in ("learning_rate", "fine_tune_learning_rate"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ConfigError(name, f"{getattr(self, name)} is not in (0, 1]")
+        if self.weights_path is not None and not 0 <= self.frozen_epochs < self.epochs:
+            raise ConfigError(
+                "frozen_epochs", f"{self.frozen_epochs} is not in 0..epochs-1 ({self.epochs - 1})"
+            )
+        if (
+            self.weights_path is not None
+            and self.frozen_epochs
+            and (self.warmup_epochs >= self.frozen_epochs)
+        ):
+            raise ConfigError(
+                "warmup_epochs",
+                f"{self.warmup_epochs} is not below frozen_epochs ({self.frozen_epochs}): the "
+                "warmup belongs to the frozen phase",
+            )
+        if self.unfreeze_layers < 0:
+            raise ConfigError("unfreeze_layers", f"{self.unfreeze_layers} is negative")
+        if self.backbone_preprocessing not in (None, True, False):
+            raise ConfigError(
+                "backbone_preprocessing",
+                f"{self.backbone_preprocessing!r} is not true, false or null",
+            )
+        if not isinstance(self.warm_start, bool):
+            raise ConfigError("warm_start", f"{self.warm_start!r} is not true or false")
         if self.shuffle_buffer < MIN_SHUFFLE_BATCHES * self.batch_size:
             raise ConfigError(
                 "shuffle_buffer",
@@ -128,6 +184,17 @@ class TrainerConfig:
                 "report_input_pipeline", f"{self.report_input_pipeline!r} is not true or false"
             )
         return self
+
+    @property
+    def fine_tunes(self) -> bool:
+        """Whether the backbone starts from a pretrained weights file."""
+        return self.weights_path is not None
+
+    @property
+    def uses_backbone_preprocessing(self) -> bool:
+        if self.backbone_preprocessing is None:
+            return self.fine_tunes
+        return self.backbone_preprocessing
 
 
 def _weights_exist(path: str) -> bool:
