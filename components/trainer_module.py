@@ -19,13 +19,14 @@ from tfx.components.util import udf_utils
 
 from components.trainer import runtime
 from components.trainer.checkpoints import stable_checkpoint_dir
-from components.trainer.config import TrainerConfig
+from components.trainer.config import TrainerConfig, with_hyperparameters
 from components.trainer.report import read_report, write_report
 from components.trainer.train import train
 from components.transform_module import label_names, normalization_from_transform
 
 TRAINER_CONFIG_KEY = "trainer_config"  # custom_config key: TrainerConfig as JSON
 METRICS_FILE = "training_metrics.json"
+TUNED_FILE = "tuned_hyperparameters.json"  # the Tuner's values this run trained with
 REPORT_PROPERTY_PREFIX = "perf_"  # Model artifact custom properties holding the report
 BASE_MODEL_KEY = "base_model"  # the Trainer's input, as TFX names it
 WARM_STARTED_FROM_PROPERTY = "warm_started_from_model_id"  # Model custom property: its base model
@@ -62,6 +63,8 @@ def checkpoint_dir(fn_args: FnArgs) -> str:
 
 def run_fn(fn_args: FnArgs) -> None:
     config = trainer_config_from_json(fn_args.custom_config[TRAINER_CONFIG_KEY])
+    tuned = (fn_args.hyperparameters or {}).get("values", {})
+    config = with_hyperparameters(config, tuned)
     # First: MultiWorkerMirroredStrategy must exist before TensorFlow starts in this process.
     strategy = runtime.make_strategy(config)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
@@ -81,6 +84,9 @@ def run_fn(fn_args: FnArgs) -> None:
         return
     with FileSystems.create(FileSystems.join(fn_args.model_run_dir, METRICS_FILE)) as handle:
         handle.write(json.dumps(metrics, indent=2, sort_keys=True, default=str).encode())
+    if tuned:  # beside the metrics: the model card shows every JSON file of the model run
+        with FileSystems.create(FileSystems.join(fn_args.model_run_dir, TUNED_FILE)) as handle:
+            handle.write(json.dumps(tuned, indent=2, sort_keys=True).encode())
     # Beside the SavedModel (serving_model_dir is <Model artifact>/Format-Serving).
     write_report(metrics["performance"], posixpath.dirname(fn_args.serving_model_dir))
 

@@ -13,7 +13,7 @@ import re
 import types
 import typing
 
-from components.trainer.config import TrainerConfig
+from components.trainer.config import TrainerConfig, TuningConfig
 from data_prep.config import ConfigError, IngestConfig
 from data_prep.ingest import DEFAULT_BEAM_ARGS
 
@@ -29,6 +29,8 @@ class PipelineConfig:
     Attributes:
       ingest: how raw images become the Examples artifact (its `input` is the data).
       trainer: how the model is trained (its image_size also sizes Transform's statistics).
+      tuning: an optional hyperparameter search whose best values the Trainer uses (off by
+        default).
       min_accuracy: the Evaluator blesses (and the Pusher pushes) only a model whose eval
         accuracy reaches this and does not fall below the last blessed model's.
       name: pipeline name; ML Metadata groups runs under it.
@@ -45,6 +47,7 @@ class PipelineConfig:
 
     ingest: IngestConfig
     trainer: TrainerConfig = TrainerConfig()
+    tuning: TuningConfig = TuningConfig()
     min_accuracy: float = 0.9
     name: str = "imgpipe"
     pipeline_root: str = "build/tfx"
@@ -68,7 +71,7 @@ class PipelineConfig:
                 f"{self.schedule!r} is neither one of {', '.join(SCHEDULE_PRESETS)} nor a "
                 "five-field cron expression such as '0 3 * * *'",
             )
-        for part in ("ingest", "trainer"):
+        for part in ("ingest", "trainer", "tuning"):
             try:
                 getattr(self, part).validate()
             except ConfigError as error:

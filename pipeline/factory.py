@@ -23,6 +23,7 @@ from components.tflite_export import TFLiteExport
 from components.trainer.export import EXAMPLES_SIGNATURE
 from components.trainer_module import TRAINER_CONFIG_KEY, TrainerExecutor, trainer_config_to_json
 from components.transform_module import IMAGE_SIZE_KEY
+from components.tuner_module import TUNING_CONFIG_KEY, Tuner, tuning_config_to_json
 from data_prep import features
 from pipeline import warm_start_strategy
 from pipeline.baseline_strategy import (
@@ -38,6 +39,7 @@ from pipeline.warm_start_strategy import BlessedBeforeExamplesStrategy
 _COMPONENTS_DIR = os.path.dirname(components.__file__)
 TRANSFORM_MODULE = os.path.join(_COMPONENTS_DIR, "transform_module.py")
 TRAINER_MODULE = os.path.join(_COMPONENTS_DIR, "trainer_module.py")
+TUNER_MODULE = os.path.join(_COMPONENTS_DIR, "tuner_module.py")
 BASELINE_NODE = "baseline_model_resolver"
 WARM_START_NODE = "warm_start_model_resolver"
 
@@ -157,6 +159,23 @@ def create_pipeline(
     warm_start = (
         warm_start_model(example_gen.outputs["examples"]) if config.trainer.warm_start else None
     )
+    tuner = (
+        Tuner(
+            module_file=TUNER_MODULE,
+            examples=example_gen.outputs["examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=schema_gen.outputs["schema"],
+            train_args=tfx.proto.TrainArgs(splits=["train"]),
+            eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+            custom_config={
+                TRAINER_CONFIG_KEY: trainer_config_to_json(config.trainer),
+                TUNING_CONFIG_KEY: tuning_config_to_json(config.tuning),
+                "code_fingerprint": code_fingerprint,
+            },
+        )
+        if config.tuning.enabled
+        else None
+    )
     trainer = tfx.components.Trainer(
         module_file=TRAINER_MODULE,
         # Records the performance report on the Model artifact in MLMD.
@@ -165,6 +184,7 @@ def create_pipeline(
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
         base_model=warm_start.outputs[warm_start_strategy.MODEL_KEY] if warm_start else None,
+        hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
         train_args=tfx.proto.TrainArgs(splits=["train"]),
         eval_args=tfx.proto.EvalArgs(splits=["eval"]),
         custom_config={
@@ -222,6 +242,7 @@ def create_pipeline(
             anomalies_gate,
             transform,
             *([warm_start] if warm_start else []),
+            *([tuner] if tuner else []),
             trainer,
             baseline,
             evaluator,

@@ -55,6 +55,7 @@ class TrainerConfig:
         class set equals this run's (the run fails, naming both, when it does not). The first
         run, with no blessed model yet, trains the full schedule.
       warm_start_epochs: epochs of a warm-started run.
+      dropout: dropout rate before the classification head.
       batch_size: examples per replica per step; the global batch is this times the replicas.
       epochs: passes over the training split.
       learning_rate: peak Adam learning rate, reached after warmup_epochs of linear warmup, then
@@ -94,6 +95,7 @@ class TrainerConfig:
     unfreeze_layers: int = 0
     warm_start: bool = False
     warm_start_epochs: int = 5
+    dropout: float = 0.2
     batch_size: int = 64
     epochs: int = 30
     learning_rate: float = 3e-3
@@ -148,6 +150,8 @@ class TrainerConfig:
                 f"{self.warmup_epochs} is not below frozen_epochs ({self.frozen_epochs}): the "
                 "warmup belongs to the frozen phase",
             )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError("dropout", f"{self.dropout} is not in [0, 1)")
         if self.unfreeze_layers < 0:
             raise ConfigError("unfreeze_layers", f"{self.unfreeze_layers} is negative")
         if self.backbone_preprocessing not in (None, True, False):
@@ -212,3 +216,74 @@ def runlocal() -> TrainerConfig:
         shuffle_buffer=40,
         steps_per_execution=2,
     )
+
+
+TUNING_ALGORITHMS = ("random_search", "hyperband")
+# TrainerConfig fields a search may set; each is a tuple of candidate values in TuningConfig.
+TUNABLE_FIELDS = ("learning_rate", "dropout", "frozen_epochs", "model")
+
+
+@dataclasses.dataclass(frozen=True)
+class TuningConfig:
+    """An optional hyperparameter search (TFX's Tuner, KerasTuner) before the Trainer, which then
+    trains with the best trial's values. Every trial is a train() call on the same input pipeline
+    and engine, scored by eval-split accuracy.
+
+    Attributes:
+      enabled: run the search (off by default: it costs max_trials trainings).
+      algorithm: 'random_search' (max_trials trials of trial_epochs) or 'hyperband' (KerasTuner's
+        successive halving up to the trainer's epochs, stopping after max_trials trials; each
+        trial trains from scratch for its epoch budget).
+      max_trials: the trial budget.
+      trial_epochs: epochs of each random-search trial; None: the trainer's epochs.
+      learning_rate, dropout: candidate values (one value: not searched).
+      frozen_epochs: candidate frozen-phase lengths; searched only when fine-tuning.
+      model: candidate backbones; empty: the trainer's model only.
+      seed: seeds the search.
+    """
+
+    enabled: bool = False
+    algorithm: str = "random_search"
+    max_trials: int = 6
+    trial_epochs: int | None = None
+    learning_rate: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    dropout: tuple[float, ...] = (0.1, 0.2, 0.4)
+    frozen_epochs: tuple[int, ...] = (2, 5)
+    model: tuple[str, ...] = ()
+    seed: int = 0
+
+    def validate(self) -> TuningConfig:
+        if not isinstance(self.enabled, bool):
+            raise ConfigError("enabled", f"{self.enabled!r} is not true or false")
+        if self.algorithm not in TUNING_ALGORITHMS:
+            raise ConfigError(
+                "algorithm", f"{self.algorithm!r} is not one of {list(TUNING_ALGORITHMS)}"
+            )
+        if self.max_trials < 1:
+            raise ConfigError("max_trials", f"{self.max_trials} is below 1")
+        if self.trial_epochs is not None and self.trial_epochs < 1:
+            raise ConfigError("trial_epochs", f"{self.trial_epochs} is below 1")
+        for name in ("learning_rate", "dropout", "frozen_epochs"):
+            if not getattr(self, name):
+                raise ConfigError(name, "needs at least one value")
+        unknown = [name for name in self.model if name not in MODELS]
+        if unknown:
+            raise ConfigError("model", f"{unknown} not in {list(MODELS)}")
+        return self
+
+    def search_space(self, trainer: TrainerConfig) -> dict[str, tuple]:
+        """Field -> candidate values, for the fields with more than one candidate."""
+        space = {
+            "learning_rate": self.learning_rate,
+            "dropout": self.dropout,
+            "frozen_epochs": self.frozen_epochs if trainer.fine_tunes else (),
+            "model": self.model,
+        }
+        return {name: tuple(values) for name, values in space.items() if len(values) > 1}
+
+
+def with_hyperparameters(config: TrainerConfig, values: dict) -> TrainerConfig:
+    """config with the TUNABLE_FIELDS that `values` holds (e.g. the Tuner's best), validated.
+    Other keys (KerasTuner's own 'tuner/...' bookkeeping) are ignored."""
+    chosen = {name: values[name] for name in TUNABLE_FIELDS if name in values}
+    return dataclasses.replace(config, **chosen).validate()

@@ -35,7 +35,6 @@ PREPROCESSING_MODULES = {
 # convolution in the last stage 0.66, a stride-1 stem 0.67 at 2.5x the time; this stack 0.93.
 SMALL_CNN_STAGES = ((32, 2), (64, 2), (128, 2))
 STEM_STRIDE = 2  # of the first convolution: quarters the compute of every later layer
-DROPOUT = 0.2
 # Moving statistics over ~10 steps, not Keras' default ~100: runs here are a few hundred steps, and
 # slow statistics lag the fast-changing weights, so evaluation swings widely between epochs.
 BATCH_NORM_MOMENTUM = 0.9
@@ -45,7 +44,6 @@ def build_model(
     config: TrainerConfig,
     num_classes: int,
     normalization: Normalization | None = None,
-    dropout: float = DROPOUT,
 ) -> keras.Model:
     """Normalized float32 images [batch, size, size, 3] -> class probabilities [batch, classes].
 
@@ -71,7 +69,7 @@ def build_model(
             raise ValueError(f"{config.model}'s own preprocessing needs the input normalization")
         x = BackboneInput(config.model, normalization.mean, normalization.std)(x)
     x = backbone(x, training=False if config.fine_tunes else None)
-    x = keras.layers.Dropout(dropout)(x)
+    x = keras.layers.Dropout(config.dropout)(x)
     outputs = keras.layers.Dense(
         num_classes, activation="softmax", dtype="float32", name="probabilities"
     )(x)
