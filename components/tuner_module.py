@@ -92,21 +92,23 @@ def make_tuner(
         "train_trial": train_trial,
         "hyperparameters": hyperparameters(tuning.search_space(trainer)),
         "objective": keras_tuner.Objective(OBJECTIVE, direction="max"),
-        "max_trials": tuning.max_trials,
         "seed": tuning.seed,
         "directory": directory,
         "project_name": "imgpipe",
         "overwrite": True,
     }
-    if tuning.algorithm == "hyperband":
-        return HyperbandTrials(max_epochs=trainer.epochs, factor=HYPERBAND_FACTOR, **common)
-    return RandomSearchTrials(**common)
+    if tuning.algorithm == "random_search":
+        return RandomSearchTrials(max_trials=tuning.max_trials, **common)
+    tuner = HyperbandTrials(max_epochs=trainer.epochs, factor=HYPERBAND_FACTOR, **common)
+    # Hyperband's own bracket sizes decide its trials; the oracle's generic budget caps them.
+    tuner.oracle.max_trials = tuning.max_trials
+    return tuner
 
 
 def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
     trainer = trainer_config_from_json(fn_args.custom_config[TRAINER_CONFIG_KEY])
     tuning = tuning_config_from_json(fn_args.custom_config[TUNING_CONFIG_KEY])
-    transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
     names = label_names(transform_output)
     normalization = normalization_from_transform(transform_output)
 

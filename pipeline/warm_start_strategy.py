@@ -18,10 +18,10 @@ MODEL_KEY = "model"
 BLESSING_KEY = "model_blessing"
 
 
-def blessed_model_ids(blessings: list[types.Artifact]) -> set[int]:
-    """Ids of the models that these ModelBlessings passed."""
+def blessings_by_model(blessings: list[types.Artifact]) -> dict[int, types.Artifact]:
+    """Model id -> the ModelBlessing that passed it, for the blessings that did."""
     return {
-        blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY)
+        blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY): blessing
         for blessing in blessings
         if blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY) == 1
     }
@@ -29,20 +29,26 @@ def blessed_model_ids(blessings: list[types.Artifact]) -> set[int]:
 
 class BlessedBeforeExamplesStrategy(resolver.ResolverStrategy):
     """Inputs: 'examples' (this run's), 'model' and 'model_blessing' (every Model and ModelBlessing
-    of the pipeline). Output 'model': the base model, or nothing (the first run)."""
+    of the pipeline). Output 'model': the base model, or nothing (the first run), with its
+    blessing under 'model_blessing'."""
 
     def resolve_artifacts(
         self, store, input_dict: dict[str, list[types.Artifact]]
     ) -> dict[str, list[types.Artifact]] | None:
         del store  # everything needed arrives in input_dict
+        result = {EXAMPLES_KEY: [], MODEL_KEY: [], BLESSING_KEY: []}  # TFX wants every key
         examples = input_dict[EXAMPLES_KEY]
         if not examples:
-            return {MODEL_KEY: []}
+            return result
         first_examples = min(artifact.id for artifact in examples)
-        blessed = blessed_model_ids(input_dict[BLESSING_KEY])
+        blessings = blessings_by_model(input_dict[BLESSING_KEY])
         earlier = [
             model
             for model in input_dict[MODEL_KEY]
-            if model.id in blessed and model.id < first_examples
+            if model.id in blessings and model.id < first_examples
         ]
-        return {MODEL_KEY: [max(earlier, key=lambda model: model.id)] if earlier else []}
+        if earlier:
+            base = max(earlier, key=lambda model: model.id)
+            result[MODEL_KEY] = [base]
+            result[BLESSING_KEY] = [blessings[base.id]]
+        return result

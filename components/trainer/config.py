@@ -283,7 +283,7 @@ class TuningConfig:
 
 
 def with_hyperparameters(config: TrainerConfig, values: dict) -> TrainerConfig:
-    """config with the TUNABLE_FIELDS that `values` holds (e.g. the Tuner's best), validated.
-    Other keys (KerasTuner's own 'tuner/...' bookkeeping) are ignored."""
+    """config with the TUNABLE_FIELDS that `values` holds (e.g. the Tuner's best); train()
+    validates the result. Other keys (KerasTuner's own 'tuner/...' bookkeeping) are ignored."""
     chosen = {name: values[name] for name in TUNABLE_FIELDS if name in values}
-    return dataclasses.replace(config, **chosen).validate()
+    return dataclasses.replace(config, **chosen)
