@@ -38,7 +38,7 @@ def test_tuned_then_warm_started_on_the_next_span(tmp_path):
 
     first = run_local(config)
     assert _states(first)["Tuner"] == "ran" and first.pushed_to is not None
-    store = open_store(config)
+    store = open_store(config.metadata_path)
     (hyperparameters,) = store.get_artifacts_by_type("HyperParameters")
     best_rate = hyperparameters.custom_properties[BEST_PROPERTY_PREFIX + "learning_rate"]
     assert best_rate.double_value in LEARNING_RATES
