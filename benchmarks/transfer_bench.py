@@ -228,7 +228,7 @@ def chart(records: list[dict], path: str) -> None:
     ):
         axis.set_xticks(range(len(IMAGES_PER_CLASS)), [f"{n}/class" for n in IMAGES_PER_CLASS])
         axis.set_title(title)
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=8, loc="lower right")
     figure.suptitle(
         f"{MODEL} {IMAGE_SIZE}x{IMAGE_SIZE}, pretrained on digits 0-4; {EPOCHS} epochs each"
     )
