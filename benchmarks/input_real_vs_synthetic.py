@@ -23,6 +23,7 @@ from components.trainer import input_pipeline
 from components.trainer.engine import TrainingEngine
 from components.trainer.preprocessing import CHANNELS
 from components.trainer.runtime import choose_jit_compile, choose_precision
+from components.trainer.schedule import plan_phases
 from components.trainer.train import model_and_optimizer
 from data_prep.default_dataset import CLASS_NAMES
 
@@ -45,7 +46,11 @@ def training_engine(strategy: tf.distribute.Strategy, steps_per_epoch: int) -> T
     keras.utils.set_random_seed(CONFIG.seed)
     with strategy.scope():
         model, optimizer, _ = model_and_optimizer(
-            CONFIG, len(CLASS_NAMES), choose_precision(CONFIG), steps_per_epoch
+            CONFIG,
+            list(CLASS_NAMES),
+            choose_precision(CONFIG),
+            plan_phases(CONFIG, steps_per_epoch, warm_start=False),
+            NORMALIZATION,
         )
         return TrainingEngine(model, optimizer, strategy, jit_compile=choose_jit_compile(CONFIG))
 

@@ -20,6 +20,7 @@ from benchmarks import (
     pipeline_bench,
     serving_bench,
     training_bench,
+    transfer_bench,
 )
 
 PARTS = {
@@ -31,6 +32,7 @@ PARTS = {
     "training": training_bench,
     "serving": serving_bench,
     "pipeline": pipeline_bench,
+    "transfer": transfer_bench,
 }
 
 

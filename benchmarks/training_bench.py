@@ -62,6 +62,7 @@ def measure(spec: dict) -> dict:
     from components.trainer.config import TrainerConfig
     from components.trainer.engine import TrainingEngine
     from components.trainer.preprocessing import Normalization
+    from components.trainer.schedule import plan_phases
     from components.trainer.train import model_and_optimizer
 
     defaults = TrainerConfig()
@@ -97,7 +98,13 @@ def measure(spec: dict) -> dict:
             plan, config.image_size, normalization, config.shuffle_buffer, config.seed
         )
     with strategy.scope():
-        model, optimizer, _ = model_and_optimizer(config, classes, config.precision, 1000)
+        model, optimizer, _ = model_and_optimizer(
+            config,
+            [str(label) for label in range(classes)],
+            config.precision,
+            plan_phases(config, 1000, warm_start=False),
+            Normalization((120.0,) * 3, (60.0,) * 3),
+        )
         engine = TrainingEngine(
             model,
             optimizer,

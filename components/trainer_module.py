@@ -2,7 +2,9 @@
 without TFX) and record the run's performance report in ML Metadata.
 
 The normalization constants and class names come from the Transform graph, so the model is
-trained and served with statistics computed over the whole train split by Beam.
+trained and served with statistics computed over the whole train split by Beam. A base_model
+input (the pipeline's warm-start resolver) is the model this run starts from; its id is recorded
+on the new Model artifact.
 """
 
 import dataclasses
@@ -18,12 +20,15 @@ from tfx.components.util import udf_utils
 from components.metadata_keys import PERFORMANCE_PROPERTY_PREFIX, TRAINER_CONFIG_KEY
 from components.trainer import runtime
 from components.trainer.checkpoints import stable_checkpoint_dir
-from components.trainer.config import TrainerConfig
+from components.trainer.config import TrainerConfig, with_hyperparameters
 from components.trainer.report import read_report, write_report
 from components.trainer.train import train
 from components.transform_module import label_names, normalization_from_transform
 
 METRICS_FILE = "training_metrics.json"
+TUNED_FILE = "tuned_hyperparameters.json"  # the Tuner's values this run trained with
+BASE_MODEL_KEY = "base_model"  # the Trainer's input, as TFX names it
+WARM_STARTED_FROM_PROPERTY = "warm_started_from_model_id"  # Model custom property: its base model
 
 
 def trainer_config_to_json(config: TrainerConfig) -> str:
@@ -41,20 +46,24 @@ def checkpoint_dir(fn_args: FnArgs) -> str:
     """A folder that every execution of this Trainer with the same inputs finds again, so a re-run
     after a kill resumes: <pipeline root>/<Trainer node>/checkpoints/<fingerprint>. The
     fingerprint covers what shapes the training: the Examples and Transform artifacts (new URIs
-    when data or preprocessing change), the splits' files, the Trainer config and the code
-    fingerprint. model_run_dir is <pipeline root>/<node>/model_run/<execution id>."""
+    when data or preprocessing change), the splits' files, the Trainer config, the code
+    fingerprint and the base model. model_run_dir is
+    <pipeline root>/<node>/model_run/<execution id>."""
     node_dir = posixpath.dirname(posixpath.dirname(fn_args.model_run_dir.rstrip("/")))
     inputs = {
         "train_files": fn_args.train_files,
         "eval_files": fn_args.eval_files,
         "transform_output": fn_args.transform_output,
         "custom_config": fn_args.custom_config,
+        "base_model": fn_args.base_model,
     }
     return stable_checkpoint_dir(posixpath.join(node_dir, "checkpoints"), inputs)
 
 
 def run_fn(fn_args: FnArgs) -> None:
     config = trainer_config_from_json(fn_args.custom_config[TRAINER_CONFIG_KEY])
+    tuned = (fn_args.hyperparameters or {}).get("values", {})
+    config = with_hyperparameters(config, tuned)
     # First: MultiWorkerMirroredStrategy must exist before TensorFlow starts in this process.
     strategy = runtime.make_strategy(config)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
@@ -68,11 +77,15 @@ def run_fn(fn_args: FnArgs) -> None:
         serving_model_dir=fn_args.serving_model_dir,
         checkpoint_dir=checkpoint_dir(fn_args),
         strategy=strategy,
+        base_model_dir=fn_args.base_model,
     )
     if not metrics["chief"]:
         return
     with FileSystems.create(FileSystems.join(fn_args.model_run_dir, METRICS_FILE)) as handle:
         handle.write(json.dumps(metrics, indent=2, sort_keys=True, default=str).encode())
+    if tuned:  # beside the metrics: the model card shows every JSON file of the model run
+        with FileSystems.create(FileSystems.join(fn_args.model_run_dir, TUNED_FILE)) as handle:
+            handle.write(json.dumps(tuned, indent=2, sort_keys=True).encode())
     # Beside the SavedModel (serving_model_dir is <Model artifact>/Format-Serving).
     write_report(metrics["performance"], posixpath.dirname(fn_args.serving_model_dir))
 
@@ -94,6 +107,8 @@ class TrainerExecutor(GenericExecutor):
         if report is None:
             raise RuntimeError(f"run_fn wrote no performance report under {model.uri}")
         record_report(model, report)
+        for base_model in input_dict.get(BASE_MODEL_KEY, []):
+            model.set_int_custom_property(WARM_STARTED_FROM_PROPERTY, base_model.id)
 
 
 def record_report(artifact, report: dict) -> None:

@@ -14,7 +14,7 @@ import re
 import types
 import typing
 
-from components.trainer.config import TrainerConfig, runlocal
+from components.trainer.config import TrainerConfig, TuningConfig, runlocal
 from data_prep.config import ConfigError, IngestConfig
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
@@ -66,6 +66,8 @@ class PipelineConfig:
       ingest: how raw images become the Examples artifact (its `input` is the data).
       trainer: how the model is trained (its image_size also sizes Transform's statistics).
       gate: the data gate's drift thresholds and class-change policy.
+      tuning: an optional hyperparameter search whose best values the Trainer uses (off by
+        default).
       min_accuracy: the Evaluator blesses (and the Pusher pushes) only a model whose eval
         accuracy reaches this and does not fall below the last blessed model's.
       name: pipeline name; ML Metadata groups runs under it.
@@ -84,6 +86,7 @@ class PipelineConfig:
     ingest: IngestConfig
     trainer: TrainerConfig = TrainerConfig()
     gate: GateConfig = GateConfig()
+    tuning: TuningConfig = TuningConfig()
     min_accuracy: float = 0.9
     name: str = "imgpipe"
     pipeline_root: str = "build/tfx"
@@ -107,7 +110,7 @@ class PipelineConfig:
                 f"{self.schedule!r} is neither one of {', '.join(SCHEDULE_PRESETS)} nor a "
                 "five-field cron expression such as '0 3 * * *'",
             )
-        for part in ("ingest", "trainer", "gate"):
+        for part in ("ingest", "trainer", "gate", "tuning"):
             try:
                 getattr(self, part).validate()
             except ConfigError as error:

@@ -17,7 +17,7 @@ from tfx.components import DistributionValidator  # not in tfx.v1 yet
 from tfx.dsl.components.base import base_node, executor_spec
 from tfx.dsl.components.common import importer
 
-from components import trainer_module, transform_module
+from components import trainer_module, transform_module, tuner_module
 from components.curated_schema_gen import CuratedSchemaGen
 from components.data_gate import DataGate
 from components.evaluation_report import EvaluationReportGen
@@ -30,7 +30,9 @@ from components.tflite_export import TFLiteExport
 from components.trainer.export import EXAMPLES_SIGNATURE
 from components.trainer_module import TrainerExecutor, trainer_config_to_json
 from components.transform_module import IMAGE_SIZE_KEY
+from components.tuner_module import TUNING_CONFIG_KEY, Tuner, tuning_config_to_json
 from data_prep import features
+from pipeline import warm_start_strategy
 from pipeline.baseline_strategy import (
     BLESSING_KEY,
     CANDIDATE_KEY,
@@ -42,13 +44,16 @@ from pipeline.baseline_strategy import (
 from pipeline.beam_options import resolve_beam_args
 from pipeline.config import GateConfig, PipelineConfig
 from pipeline.data_snapshot import SCHEMA_NODE, SCHEMA_OUTPUT_KEY, DataSnapshot
+from pipeline.warm_start_strategy import BlessedBeforeExamplesStrategy
 
 # The user code by import path, not module_file: TFX then neither builds a wheel of components/
 # nor pip-installs it in every executor and worker (the project is installed wherever the
 # pipeline runs). TFX's module_file fingerprint is replaced by code_fingerprint in custom_config.
 PREPROCESSING_FN = f"{transform_module.__name__}.{transform_module.preprocessing_fn.__name__}"
 RUN_FN = f"{trainer_module.__name__}.{trainer_module.run_fn.__name__}"
+TUNER_FN = f"{tuner_module.__name__}.{tuner_module.tuner_fn.__name__}"
 BASELINE_NODE = "baseline_model_resolver"
+WARM_START_NODE = "warm_start_model_resolver"
 DRIFT_BASELINE_NODE = "drift_baseline_resolver"
 SCHEMA_IMPORTER_NODE = "schema_importer"
 DRIFT_SPLIT = "train"  # the split compared across spans (eval splits are small and noisy)
@@ -169,6 +174,20 @@ def latest_blessed_baseline(candidate: tfx.dsl.Channel) -> tfx.dsl.Resolver:
     ).with_id(BASELINE_NODE)
 
 
+def warm_start_model(examples: tfx.dsl.Channel) -> tfx.dsl.Resolver:
+    """The Trainer's base_model: the newest blessed model trained on an earlier span."""
+    return tfx.dsl.Resolver(
+        strategy_class=BlessedBeforeExamplesStrategy,
+        **{
+            warm_start_strategy.EXAMPLES_KEY: examples,
+            warm_start_strategy.MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+            warm_start_strategy.BLESSING_KEY: tfx.dsl.Channel(
+                type=tfx.types.standard_artifacts.ModelBlessing
+            ),
+        },
+    ).with_id(WARM_START_NODE)
+
+
 def create_pipeline(
     config: PipelineConfig,
     data: DataSnapshot,
@@ -231,6 +250,26 @@ def create_pipeline(
         },
     )
     transform.add_upstream_node(data_gate)  # no statistics from data that failed the gate
+    warm_start = (
+        warm_start_model(example_gen.outputs["examples"]) if config.trainer.warm_start else None
+    )
+    tuner = (
+        Tuner(
+            tuner_fn=TUNER_FN,
+            examples=example_gen.outputs["examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=schema,
+            train_args=tfx.proto.TrainArgs(splits=["train"]),
+            eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+            custom_config={
+                TRAINER_CONFIG_KEY: trainer_config_to_json(config.trainer),
+                TUNING_CONFIG_KEY: tuning_config_to_json(config.tuning),
+                CODE_FINGERPRINT_KEY: code_fingerprint,
+            },
+        )
+        if config.tuning.enabled
+        else None
+    )
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
         # Records the performance report on the Model artifact in MLMD.
@@ -238,6 +277,8 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema,
+        base_model=warm_start.outputs[warm_start_strategy.MODEL_KEY] if warm_start else None,
+        hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
         train_args=tfx.proto.TrainArgs(splits=["train"]),
         eval_args=tfx.proto.EvalArgs(splits=["eval"]),
         custom_config={
@@ -295,6 +336,8 @@ def create_pipeline(
             *drift_nodes,
             data_gate,
             transform,
+            *([warm_start] if warm_start else []),
+            *([tuner] if tuner else []),
             trainer,
             baseline,
             evaluator,

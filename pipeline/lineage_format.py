@@ -184,6 +184,10 @@ def format_model_lineage(lineage: ModelLineage) -> str:
             f"{lineage.trainer.state}, {_seconds(lineage.trainer.seconds)}, "
             f"run {', '.join(lineage.trainer.runs)}",
         ),
+        (
+            "  warm-started from",
+            " <- ".join(model.label for model in lineage.warm_started_from) or "- (from scratch)",
+        ),
         ("  code fingerprint", lineage.code_fingerprint or "-"),
         ("  trainer config", _settings(lineage.trainer_config)),
     ]

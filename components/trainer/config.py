@@ -35,6 +35,27 @@ class TrainerConfig:
         unless weights_path is given.
       weights_path: optional weights file (.h5 or TF checkpoint) for the backbone, i.e. the model
         without its classification head (for applications: include_top=False, pooling='avg').
+        Turns on fine-tuning: the backbone's own input preprocessing (backbone_preprocessing),
+        batch normalization in inference mode, and the two-phase schedule (frozen_epochs, then
+        fine_tune_learning_rate).
+      backbone_preprocessing: feed the backbone the input scaling its weights were trained with
+        (each tf_keras.applications backbone's own preprocess_input, or its built-in rescaling;
+        [-1, 1] for small_cnn) instead of the train split's pixel statistics. None: on exactly
+        when weights_path is set. Set it when training a backbone from scratch whose weights
+        will later be fine-tuned elsewhere.
+      frozen_epochs: with weights_path, the first epochs train the head alone (the backbone
+        frozen) at learning_rate with its warmup; the rest of the epochs fine-tune. 0: no frozen
+        phase, every layer trains from the first step at fine_tune_learning_rate.
+      fine_tune_learning_rate: peak learning rate of the fine-tuning phase (cosine decay to zero),
+        lower than learning_rate so the pretrained features are adjusted, not overwritten.
+      unfreeze_layers: how many of the backbone's last layers the fine-tuning phase trains; 0 for
+        all of them.
+      warm_start: start each run from the last blessed model (TFX's base_model), trained for
+        warm_start_epochs at fine_tune_learning_rate instead of the full schedule, when its
+        class set equals this run's (the run fails, naming both, when it does not). The first
+        run, with no blessed model yet, trains the full schedule.
+      warm_start_epochs: epochs of a warm-started run.
+      dropout: dropout rate before the classification head.
       batch_size: examples per replica per step; the global batch is this times the replicas.
       epochs: passes over the training split.
       learning_rate: peak Adam learning rate, reached after warmup_epochs of linear warmup, then
@@ -68,6 +89,13 @@ class TrainerConfig:
     image_size: int = 64
     model: str = "small_cnn"
     weights_path: str | None = None
+    backbone_preprocessing: bool | None = None
+    frozen_epochs: int = 3
+    fine_tune_learning_rate: float = 3e-4
+    unfreeze_layers: int = 0
+    warm_start: bool = False
+    warm_start_epochs: int = 5
+    dropout: float = 0.2
     batch_size: int = 64
     epochs: int = 30
     learning_rate: float = 3e-3
@@ -92,15 +120,47 @@ class TrainerConfig:
             raise ConfigError("model", f"{self.model!r} is not one of {list(MODELS)}")
         if self.weights_path is not None and not _weights_exist(self.weights_path):
             raise ConfigError("weights_path", f"{self.weights_path!r} does not exist")
-        for name in ("batch_size", "epochs", "steps_per_execution", "gradient_accumulation_steps"):
+        for name in (
+            "batch_size",
+            "epochs",
+            "steps_per_execution",
+            "gradient_accumulation_steps",
+            "warm_start_epochs",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"{getattr(self, name)} is below 1")
         if not 0 <= self.warmup_epochs < self.epochs:
             raise ConfigError(
                 "warmup_epochs", f"{self.warmup_epochs} is not in 0..epochs-1 ({self.epochs - 1})"
             )
-        if not 0.0 < self.learning_rate <= 1.0:
-            raise ConfigError("learning_rate", f"{self.learning_rate} is not in (0, 1]")
+        for name in ("learning_rate", "fine_tune_learning_rate"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ConfigError(name, f"{getattr(self, name)} is not in (0, 1]")
+        if self.weights_path is not None and not 0 <= self.frozen_epochs < self.epochs:
+            raise ConfigError(
+                "frozen_epochs", f"{self.frozen_epochs} is not in 0..epochs-1 ({self.epochs - 1})"
+            )
+        if (
+            self.weights_path is not None
+            and self.frozen_epochs
+            and (self.warmup_epochs >= self.frozen_epochs)
+        ):
+            raise ConfigError(
+                "warmup_epochs",
+                f"{self.warmup_epochs} is not below frozen_epochs ({self.frozen_epochs}): the "
+                "warmup belongs to the frozen phase",
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError("dropout", f"{self.dropout} is not in [0, 1)")
+        if self.unfreeze_layers < 0:
+            raise ConfigError("unfreeze_layers", f"{self.unfreeze_layers} is negative")
+        if self.backbone_preprocessing not in (None, True, False):
+            raise ConfigError(
+                "backbone_preprocessing",
+                f"{self.backbone_preprocessing!r} is not true, false or null",
+            )
+        if not isinstance(self.warm_start, bool):
+            raise ConfigError("warm_start", f"{self.warm_start!r} is not true or false")
         if self.shuffle_buffer < MIN_SHUFFLE_BATCHES * self.batch_size:
             raise ConfigError(
                 "shuffle_buffer",
@@ -129,6 +189,17 @@ class TrainerConfig:
             )
         return self
 
+    @property
+    def fine_tunes(self) -> bool:
+        """Whether the backbone starts from a pretrained weights file."""
+        return self.weights_path is not None
+
+    @property
+    def uses_backbone_preprocessing(self) -> bool:
+        if self.backbone_preprocessing is None:
+            return self.fine_tunes
+        return self.backbone_preprocessing
+
 
 def _weights_exist(path: str) -> bool:
     """An .h5 file, or a TF checkpoint given by its prefix (which is not itself a file)."""
@@ -145,3 +216,74 @@ def runlocal() -> TrainerConfig:
         shuffle_buffer=40,
         steps_per_execution=2,
     )
+
+
+TUNING_ALGORITHMS = ("random_search", "hyperband")
+# TrainerConfig fields a search may set; each is a tuple of candidate values in TuningConfig.
+TUNABLE_FIELDS = ("learning_rate", "dropout", "frozen_epochs", "model")
+
+
+@dataclasses.dataclass(frozen=True)
+class TuningConfig:
+    """An optional hyperparameter search (TFX's Tuner, KerasTuner) before the Trainer, which then
+    trains with the best trial's values. Every trial is a train() call on the same input pipeline
+    and engine, scored by eval-split accuracy.
+
+    Attributes:
+      enabled: run the search (off by default: it costs max_trials trainings).
+      algorithm: 'random_search' (max_trials trials of trial_epochs) or 'hyperband' (KerasTuner's
+        successive halving up to the trainer's epochs, stopping after max_trials trials; each
+        trial trains from scratch for its epoch budget).
+      max_trials: the trial budget.
+      trial_epochs: epochs of each random-search trial; None: the trainer's epochs.
+      learning_rate, dropout: candidate values (one value: not searched).
+      frozen_epochs: candidate frozen-phase lengths; searched only when fine-tuning.
+      model: candidate backbones; empty: the trainer's model only.
+      seed: seeds the search.
+    """
+
+    enabled: bool = False
+    algorithm: str = "random_search"
+    max_trials: int = 6
+    trial_epochs: int | None = None
+    learning_rate: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    dropout: tuple[float, ...] = (0.1, 0.2, 0.4)
+    frozen_epochs: tuple[int, ...] = (2, 5)
+    model: tuple[str, ...] = ()
+    seed: int = 0
+
+    def validate(self) -> TuningConfig:
+        if not isinstance(self.enabled, bool):
+            raise ConfigError("enabled", f"{self.enabled!r} is not true or false")
+        if self.algorithm not in TUNING_ALGORITHMS:
+            raise ConfigError(
+                "algorithm", f"{self.algorithm!r} is not one of {list(TUNING_ALGORITHMS)}"
+            )
+        if self.max_trials < 1:
+            raise ConfigError("max_trials", f"{self.max_trials} is below 1")
+        if self.trial_epochs is not None and self.trial_epochs < 1:
+            raise ConfigError("trial_epochs", f"{self.trial_epochs} is below 1")
+        for name in ("learning_rate", "dropout", "frozen_epochs"):
+            if not getattr(self, name):
+                raise ConfigError(name, "needs at least one value")
+        unknown = [name for name in self.model if name not in MODELS]
+        if unknown:
+            raise ConfigError("model", f"{unknown} not in {list(MODELS)}")
+        return self
+
+    def search_space(self, trainer: TrainerConfig) -> dict[str, tuple]:
+        """Field -> candidate values, for the fields with more than one candidate."""
+        space = {
+            "learning_rate": self.learning_rate,
+            "dropout": self.dropout,
+            "frozen_epochs": self.frozen_epochs if trainer.fine_tunes else (),
+            "model": self.model,
+        }
+        return {name: tuple(values) for name, values in space.items() if len(values) > 1}
+
+
+def with_hyperparameters(config: TrainerConfig, values: dict) -> TrainerConfig:
+    """config with the TUNABLE_FIELDS that `values` holds (e.g. the Tuner's best); train()
+    validates the result. Other keys (KerasTuner's own 'tuner/...' bookkeeping) are ignored."""
+    chosen = {name: values[name] for name in TUNABLE_FIELDS if name in values}
+    return dataclasses.replace(config, **chosen)

@@ -5,7 +5,9 @@ tf.function loop, as Keras' steps_per_execution does), so Python runs once per c
 Its input signature is fixed: the distributed iterator's spec (static shapes: training batches
 drop their remainder) and a scalar step-count tensor, so the function is traced once for the
 whole run, including shorter calls at epoch ends; `traces` counts the traces for tests and the
-performance report.
+performance report. Which variables train is fixed at trace time, so each set of trainable
+variables (each phase of a fine-tuning schedule) has its own graph, traced once; `graphs` counts
+them.
 
 Each optimizer step takes one batch of batch_size x accumulation x replicas examples. Every replica
 splits its share into `accumulation` micro-batches, sums their gradients and applies the mean once:
@@ -61,21 +63,30 @@ class TrainingEngine:
             if self.jit_compile
             else self._micro_batch_gradients
         )
-        self._run = None if graph else self._steps  # the graph is made on the first run
+        self._runs = {}  # a graph per set of trainable variables, made on its first run
 
     @property
     def traces(self) -> int:
-        """How many times the training loop has been traced (1 after any number of calls)."""
+        """How many times the training loop has been traced (1 per entry of `graphs` after any
+        number of calls)."""
         return self._traces
+
+    @property
+    def graphs(self) -> int:
+        """Graphs made so far: one per set of trainable variables the model has trained with."""
+        return len(self._runs)
 
     def run(self, iterator, steps: int) -> tf.Tensor:
         """Runs `steps` optimizer steps on batches from `iterator` (a distributed iterator);
-        returns the last step's mean loss. The graph's input signature is fixed by the first
+        returns the last step's mean loss. A graph's input signature is fixed by its first
         call: the iterator's element spec (static batch shapes) and a scalar step count."""
-        if self._run is None:
+        if not self.graph:
+            return self._steps(iterator, tf.constant(steps, tf.int32))
+        key = tuple(variable.ref() for variable in self.model.trainable_variables)
+        if key not in self._runs:
             signature = [tf.type_spec_from_value(iterator), tf.TensorSpec([], tf.int32)]
-            self._run = tf.function(self._steps, input_signature=signature)
-        return self._run(iterator, tf.constant(steps, tf.int32))
+            self._runs[key] = tf.function(self._steps, input_signature=signature)
+        return self._runs[key](iterator, tf.constant(steps, tf.int32))
 
     def reset_metrics(self) -> None:
         self.loss.reset_state()

@@ -2,15 +2,32 @@
 
 The head's output is float32 even under a mixed-precision policy, so losses and served
 probabilities keep full precision.
+
+The model's input is always the pipeline's normalized image (preprocessing.normalize with the
+train split's statistics), so the input pipeline, both serving signatures and TFLite stay the
+same for every model. A backbone that needs its own input scaling (pretrained weights expect the
+preprocessing they were trained with) gets a first layer, BackboneInput, that maps the normalized
+image back to 0..255 pixels and applies that preprocessing, inside the model and so inside every
+exported graph.
 """
 
 from __future__ import annotations
 
+import tensorflow as tf
 import tf_keras as keras
 from tensorflow.python.autograph.core import config as autograph_config
 
 from components.trainer.config import APPLICATIONS, TrainerConfig
-from components.trainer.preprocessing import CHANNELS
+from components.trainer.preprocessing import CHANNELS, Normalization
+
+# The tf_keras.applications module whose preprocess_input matches each backbone's weights. For
+# MobileNetV3 and EfficientNet it is the identity: their rescaling is built into the model
+# (include_preprocessing), which then takes 0..255 pixels.
+PREPROCESSING_MODULES = {
+    "resnet50": "resnet50",
+    "mobilenet_v3_small": "mobilenet_v3",
+    "efficientnet_b0": "efficientnet",
+}
 
 # small_cnn: (filters, convolutions) per stage, 2x2 max pooling between stages. Measured on the
 # default dataset at 64x64, 30 epochs, 2 CPU cores: 0.94-0.96 eval accuracy in 1.5-2.5 minutes.
@@ -18,38 +35,87 @@ from components.trainer.preprocessing import CHANNELS
 # convolution in the last stage 0.66, a stride-1 stem 0.67 at 2.5x the time; this stack 0.93.
 SMALL_CNN_STAGES = ((32, 2), (64, 2), (128, 2))
 STEM_STRIDE = 2  # of the first convolution: quarters the compute of every later layer
-DROPOUT = 0.2
 # Moving statistics over ~10 steps, not Keras' default ~100: runs here are a few hundred steps, and
 # slow statistics lag the fast-changing weights, so evaluation swings widely between epochs.
 BATCH_NORM_MOMENTUM = 0.9
 
 
-def build_model(config: TrainerConfig, num_classes: int) -> keras.Model:
+def build_model(
+    config: TrainerConfig,
+    num_classes: int,
+    normalization: Normalization | None = None,
+) -> keras.Model:
     """Normalized float32 images [batch, size, size, 3] -> class probabilities [batch, classes].
 
     Build it inside the distribution strategy's scope. `config.weights_path`, when set, is loaded
-    into the backbone (the model without its head). Also exempts tf_keras from AutoGraph.
+    into the backbone (the model without its head), which then runs its batch normalization in
+    inference mode even where it trains (the tf_keras transfer-learning guide's rule: moving
+    statistics from few images would overwrite the pretrained ones). `normalization` (the one the
+    input pipeline applies) is needed when the backbone brings its own preprocessing. Also exempts
+    tf_keras from AutoGraph.
     """
     exempt_tf_keras_from_autograph()
     if num_classes < 2:
         raise ValueError(f"need at least 2 classes, got {num_classes}")
     input_shape = (config.image_size, config.image_size, CHANNELS)
-    backbone = _backbone(config.model, input_shape)
+    own_preprocessing = config.uses_backbone_preprocessing
+    backbone = _backbone(config.model, input_shape, own_preprocessing)
     if config.weights_path:
         backbone.load_weights(config.weights_path)
     inputs = keras.Input(input_shape, name="image")
-    x = keras.layers.Dropout(DROPOUT)(backbone(inputs))
+    x = inputs
+    if own_preprocessing:
+        if normalization is None:
+            raise ValueError(f"{config.model}'s own preprocessing needs the input normalization")
+        x = BackboneInput(config.model, normalization.mean, normalization.std)(x)
+    x = backbone(x, training=False if config.fine_tunes else None)
+    x = keras.layers.Dropout(config.dropout)(x)
     outputs = keras.layers.Dense(
         num_classes, activation="softmax", dtype="float32", name="probabilities"
     )(x)
     return keras.Model(inputs, outputs, name=f"{config.model}_classifier")
 
 
-def _backbone(name: str, input_shape: tuple[int, int, int]) -> keras.Model:
+def backbone_of(model: keras.Model) -> keras.Model:
+    """The backbone inside a build_model classifier: its one nested model."""
+    (backbone,) = (layer for layer in model.layers if isinstance(layer, keras.Model))
+    return backbone
+
+
+@keras.saving.register_keras_serializable(package="imgpipe")
+class BackboneInput(keras.layers.Layer):
+    """Normalized images -> the input the backbone's weights expect: back to 0..255 pixels, then
+    the backbone's own preprocessing (tf_keras.applications' preprocess_input; [-1, 1] for
+    small_cnn). Float32 under every precision policy, like the pixels it undoes."""
+
+    def __init__(self, backbone: str, mean, std, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.mean = tuple(mean)
+        self.std = tuple(std)
+
+    def call(self, images):
+        pixels = images * tf.constant(self.std) + tf.constant(self.mean)
+        if self.backbone == "small_cnn":
+            return pixels / 127.5 - 1.0
+        module = getattr(keras.applications, PREPROCESSING_MODULES[self.backbone])
+        return module.preprocess_input(pixels)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "backbone": self.backbone,
+            "mean": self.mean,
+            "std": self.std,
+        }
+
+
+def _backbone(name: str, input_shape: tuple[int, int, int], own_preprocessing: bool) -> keras.Model:
     """Image -> pooled feature vector."""
     if name == "small_cnn":
         return _small_cnn(input_shape)
-    options = {"include_preprocessing": False} if name == "mobilenet_v3_small" else {}
+    options = {"include_preprocessing": own_preprocessing} if name == "mobilenet_v3_small" else {}
     application = getattr(keras.applications, APPLICATIONS[name])
     return application(
         include_top=False, weights=None, input_shape=input_shape, pooling="avg", **options

@@ -1,8 +1,8 @@
 """The performance report of a training run: how fast it trained and under which settings.
 
 Stored as JSON beside the model and recorded in ML Metadata (as custom properties of the Model
-artifact), so runs can be compared. Steady-state figures leave out each process's first graph
-call, which includes tracing (and XLA compilation).
+artifact), so runs can be compared. Steady-state figures leave out each graph's first call,
+which includes tracing (and XLA compilation).
 """
 
 from __future__ import annotations
@@ -17,16 +17,22 @@ REPORT_FILE = "performance_report.json"
 
 @dataclasses.dataclass
 class StepTimes:
-    """Accumulates wall time, steps and input wait of the graph calls after the first."""
+    """Accumulates wall time, steps and input wait of the graph calls that did not trace."""
 
     seconds: float = 0.0
     steps: int = 0
     input_wait_seconds: float = 0.0
     first_call_seconds: float | None = None
 
-    def add(self, seconds: float, steps: int, input_wait_seconds: float) -> None:
+    def add(
+        self, seconds: float, steps: int, input_wait_seconds: float, traced: bool = False
+    ) -> None:
+        """`traced`: the call made a new graph (a fine-tuning phase's first call); the very
+        first call always counts as one."""
         if self.first_call_seconds is None:
             self.first_call_seconds = seconds
+            return
+        if traced:
             return
         self.seconds += seconds
         self.steps += steps
@@ -40,7 +46,8 @@ class PerformanceReport:
     input_wait_share: float  # of steady-state wall time spent waiting for the next batch
     first_call_seconds: float  # the first graph call: tracing, XLA compilation, its steps
     measured_steps: int  # optimizer steps behind the steady-state figures
-    traces: int  # of the training loop; 1 means no retrace
+    traces: int  # of the training loop; one per graph means no retrace
+    graphs: int  # one per set of trainable variables: 2 for a fine-tuning run with a frozen phase
     retraces: int
     precision: str
     xla: bool
@@ -52,7 +59,9 @@ class PerformanceReport:
     steps_per_execution: int
 
     @classmethod
-    def from_times(cls, times: StepTimes, traces: int, global_batch_size: int, **settings):
+    def from_times(
+        cls, times: StepTimes, traces: int, global_batch_size: int, graphs: int = 1, **settings
+    ):
         seconds = times.seconds or float("nan")
         steps = times.steps or float("nan")
         return cls(
@@ -62,7 +71,8 @@ class PerformanceReport:
             first_call_seconds=times.first_call_seconds or 0.0,
             measured_steps=times.steps,
             traces=traces,
-            retraces=max(traces - 1, 0),
+            graphs=graphs,
+            retraces=max(traces - graphs, 0),
             global_batch_size=global_batch_size,
             **settings,
         )

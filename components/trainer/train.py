@@ -26,6 +26,8 @@ from components.trainer.export import export_model
 from components.trainer.model import build_model
 from components.trainer.preprocessing import Normalization
 from components.trainer.report import PerformanceReport, StepTimes, write_report
+from components.trainer.schedule import Phase, PhasedSchedule, apply_phase, phase_at, plan_phases
+from components.trainer.warm_start import load_base_weights
 from data_prep import progress
 
 
@@ -39,6 +41,7 @@ def train(
     serving_model_dir: str | None = None,
     checkpoint_dir: str | None = None,
     strategy: tf.distribute.Strategy | None = None,
+    base_model_dir: str | None = None,
 ) -> dict:
     """Trains (resuming from checkpoint_dir when it holds a checkpoint), evaluates on the eval
     split and exports; returns the metrics, with the performance report under 'performance'.
@@ -53,6 +56,9 @@ def train(
         output_dir/checkpoints. Deleted once the model is exported.
       strategy: default runtime.make_strategy(config); pass one made at process start-up when
         TensorFlow may otherwise start first (MultiWorkerMirroredStrategy must come first).
+      base_model_dir: an exported model (serving dir) of the same architecture and classes to
+        warm-start from (config.warm_start); trains config.warm_start_epochs instead of the
+        full schedule.
     """
     config.validate()
     normalization.validate()
@@ -78,13 +84,16 @@ def train(
             f"{step_batch} ({config.batch_size} per replica x {replicas} replicas x "
             f"{accumulation} accumulated micro-batches)"
         )
-    total_steps = steps_per_epoch * config.epochs
+    warm_start = base_model_dir is not None
+    phases = plan_phases(config, steps_per_epoch, warm_start)
+    total_steps = phases[-1].end_step
+    epochs = total_steps // steps_per_epoch
 
     precision = runtime.choose_precision(config)
     jit_compile = runtime.choose_jit_compile(config)
     with strategy.scope():
         model, optimizer, schedule = model_and_optimizer(
-            config, len(label_names), precision, steps_per_epoch
+            config, label_names, precision, phases, normalization, base_model_dir
         )
         engine = TrainingEngine(model, optimizer, strategy, accumulation, jit_compile)
     checkpoints = RunCheckpoints(
@@ -123,10 +132,13 @@ def train(
     step = start_step
     with writer.as_default():
         while step < total_steps:
-            steps = _steps_until_boundary(step, total_steps, steps_per_epoch, config)
+            phase = phase_at(phases, step)
+            apply_phase(model, phase)
+            steps = _steps_until_boundary(step, phase, steps_per_epoch, config)
             if chief and config.profile_steps and step + 1 == config.profile_steps[0]:
                 tf.profiler.experimental.start(log_dir)
             wait_before = float(engine.input_wait_seconds.numpy())
+            graphs_before = engine.graphs
             started = time.perf_counter()
             loss = float(engine.run(iterator, steps))
             seconds = time.perf_counter() - started
@@ -134,7 +146,7 @@ def train(
             step += steps
             if chief and config.profile_steps and step == config.profile_steps[1]:
                 tf.profiler.experimental.stop()
-            times.add(seconds, steps, waited)
+            times.add(seconds, steps, waited, traced=engine.graphs > graphs_before)
             checkpoints.maybe_save(step)
             tf.summary.scalar("train/step_loss", loss, step=step)
             tf.summary.scalar("train/learning_rate", float(schedule(step)), step=step)
@@ -159,11 +171,12 @@ def train(
                     "epoch": step // steps_per_epoch,
                     "loss": float(engine.loss.result()),
                     "accuracy": float(engine.accuracy.result()),
+                    "phase": phase.name,
                 }
                 history.append(epoch)
                 tf.summary.scalar("train/loss", epoch["loss"], step=step)
                 tf.summary.scalar("train/accuracy", epoch["accuracy"], step=step)
-                logging.info("epoch %d/%d: %s", epoch["epoch"], config.epochs, epoch)
+                logging.info("epoch %d/%d: %s", epoch["epoch"], epochs, epoch)
                 engine.reset_metrics()
         train_seconds = time.perf_counter() - start
         checkpoints.finish(delete=False)
@@ -189,6 +202,7 @@ def train(
         times,
         engine.traces,
         step_batch,
+        graphs=engine.graphs,
         precision=precision,
         xla=jit_compile,
         replicas=replicas,
@@ -204,7 +218,9 @@ def train(
         "eval_loss": evaluation["loss"],
         "train_accuracy": history[-1]["accuracy"] if history else None,
         "train_loss": history[-1]["loss"] if history else None,
-        "epochs": config.epochs,
+        "epochs": epochs,
+        "phases": [phase.name for phase in phases],
+        "warm_started_from": base_model_dir,
         "steps_per_epoch": steps_per_epoch,
         "optimizer_steps": int(optimizer.iterations.numpy()),
         "resumed_from_step": start_step,
@@ -223,30 +239,33 @@ def train(
 
 
 def model_and_optimizer(
-    config: TrainerConfig, num_classes: int, precision: str, steps_per_epoch: int
+    config: TrainerConfig,
+    label_names: list[str],
+    precision: str,
+    phases: tuple[Phase, ...],
+    normalization: Normalization,
+    base_model_dir: str | None = None,
 ) -> tuple[
     keras.Model, keras.optimizers.Optimizer, keras.optimizers.schedules.LearningRateSchedule
 ]:
-    """The model under the precision policy, and Adam on a warmup + cosine schedule (wrapped for
-    loss scaling under mixed_float16), compiled for evaluation and export."""
+    """The model under the precision policy (with the base model's weights when warm-starting),
+    and Adam on the phases' warmup + cosine schedule (wrapped for loss scaling under
+    mixed_float16), compiled for evaluation and export."""
     previous_policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(precision)
     try:
-        model = build_model(config, num_classes)
+        model = build_model(config, len(label_names), normalization)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
-    warmup_steps = steps_per_epoch * config.warmup_epochs
-    schedule = keras.optimizers.schedules.CosineDecay(
-        0.0,
-        decay_steps=steps_per_epoch * config.epochs - warmup_steps,
-        warmup_target=config.learning_rate,
-        warmup_steps=warmup_steps,
-    )
+    if base_model_dir is not None:
+        load_base_weights(model, base_model_dir, label_names)
+    schedule = PhasedSchedule.of(phases)
     optimizer = keras.optimizers.Adam(schedule)
     if precision == "mixed_float16":
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
-    # Slot variables made now, not in the first step, which would then be traced twice, and so
-    # that a checkpoint restores into them at once.
+    # Slot variables made now for every variable that trains in any phase (all are trainable
+    # before apply_phase), not in the first step, which would then be traced twice, and so that
+    # a checkpoint restores into them at once, whichever phase it was written in.
     optimizer.build(model.trainable_variables)
     model.compile(
         optimizer=optimizer,
@@ -257,11 +276,12 @@ def model_and_optimizer(
 
 
 def _steps_until_boundary(
-    step: int, total_steps: int, steps_per_epoch: int, config: TrainerConfig
+    step: int, phase: Phase, steps_per_epoch: int, config: TrainerConfig
 ) -> int:
-    """Steps in the next graph call: steps_per_execution, cut short at the end of an epoch, at a
-    checkpoint, and at the start and end of the profiled range, so each happens on time."""
-    boundaries = [total_steps, (step // steps_per_epoch + 1) * steps_per_epoch]
+    """Steps in the next graph call: steps_per_execution, cut short at the end of an epoch and of
+    the phase, at a checkpoint, and at the start and end of the profiled range, so each happens
+    on time."""
+    boundaries = [phase.end_step, (step // steps_per_epoch + 1) * steps_per_epoch]
     if config.checkpoint_every_steps:
         every = config.checkpoint_every_steps
         boundaries.append((step // every + 1) * every)

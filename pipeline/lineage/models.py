@@ -62,6 +62,9 @@ class ModelLineage:
     transform: ExecutionRecord | None
     dataset: Dataset
     edges: tuple[Edge, ...]
+    # The models it was warm-started from, nearest first (its Trainer's base_model, that model's
+    # Trainer's base_model, ...); empty when it was trained from scratch.
+    warm_started_from: tuple[ArtifactRecord, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,6 +205,7 @@ def model_lineage(store: metadata_store.MetadataStore, artifact_id: int) -> Mode
         raise LineageError(f"model {model.id} has no recorded Trainer execution")
     trainer = graph.execution(trainer_execution)
     edges.append(Edge(trainer.label, model_record.label, "model"))
+    warm_started_from = _warm_start_chain(graph, trainer_execution, edges)
     custom = custom_config(trainer)
     trainer_config = parsed_json(custom.get(metadata_keys.TRAINER_CONFIG_KEY, {}))
     transform_graph = transform = None
@@ -233,7 +237,25 @@ def model_lineage(store: metadata_store.MetadataStore, artifact_id: int) -> Mode
         transform=transform,
         dataset=dataset,
         edges=tuple(dict.fromkeys(edges)),
+        warm_started_from=warm_started_from,
     )
+
+
+def _warm_start_chain(
+    graph: MetadataGraph, trainer_execution: mlmd_pb2.Execution, edges: list[Edge]
+) -> tuple[ArtifactRecord, ...]:
+    """Follows the Trainers' base_model inputs back to a model trained from scratch."""
+    chain: list[ArtifactRecord] = []
+    execution = trainer_execution
+    while execution is not None:
+        bases = graph.inputs(execution.id, "base_model")
+        if not bases or any(record.id == bases[0].id for record in chain):
+            break
+        record = graph.record(bases[0])
+        edges.append(Edge(record.label, graph.execution(execution).label, "base_model"))
+        chain.append(record)
+        execution = graph.producer(bases[0].id, "model")
+    return tuple(chain)
 
 
 def models_trained_on(graph: MetadataGraph, examples_id: int) -> tuple[TrainedModel, ...]:

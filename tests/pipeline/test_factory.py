@@ -1,12 +1,14 @@
+import dataclasses
 import json
 
 from tfx.components.util import udf_utils
 
 from components import trainer_module, transform_module
+from components.trainer.config import TuningConfig
 from pipeline.beam_options import resolve_beam_args
 from pipeline.config import local_preset
 from pipeline.data_snapshot import DataSnapshot
-from pipeline.factory import create_pipeline
+from pipeline.factory import WARM_START_NODE, create_pipeline
 from pipeline.mlmd_connection import MlmdTarget
 from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
 
@@ -57,3 +59,18 @@ def test_a_later_span_imports_the_decided_schema_and_keeps_the_label_ids(tmp_pat
     for node in ("ImageExampleGen", "DataGate"):
         assert json.loads(nodes[node].exec_properties["reference_label_map"]) == reference
     assert "DataGate" in {n.id for n in nodes["Transform"].upstream_nodes}
+
+
+def test_warm_start_and_tuning_add_their_nodes_and_feed_the_trainer(tmp_path):
+    config = local_preset(str(tmp_path / "images"), str(tmp_path / "build"))
+    config = dataclasses.replace(
+        config,
+        trainer=dataclasses.replace(config.trainer, warm_start=True),
+        tuning=TuningConfig(enabled=True),
+    )
+    pipeline = create_pipeline(config, DataSnapshot("abc", 1), "def", STORE)
+    by_id = {component.id: component for component in pipeline.components}
+    assert sorted(by_id) == sorted([*COMPONENTS, "Tuner", WARM_START_NODE])
+    trainer_inputs = by_id["Trainer"].inputs
+    assert trainer_inputs["base_model"].producer_component_id == WARM_START_NODE
+    assert trainer_inputs["hyperparameters"].producer_component_id == "Tuner"

@@ -40,6 +40,7 @@ def test_two_runs_on_mysql_are_listed_diffed_and_traced(server, tmp_path, capsys
     assert (first.status, second.status) == ("complete", "complete")
     assert not (tmp_path / "build" / "tfx" / "metadata.db").exists()  # nothing went to SQLite
 
+    capsys.readouterr()  # what the runs printed
     store = ["--mlmd-mysql", server.address, "--mlmd-user", server.user]
     assert main(["runs", "--json", *store]) == 0
     runs = json.loads(capsys.readouterr().out)

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from components.trainer.config import TrainerConfig, runlocal
+from components.trainer.config import TrainerConfig, TuningConfig, runlocal, with_hyperparameters
 from data_prep.config import ConfigError
 
 
@@ -39,6 +39,12 @@ def test_defaults_and_runlocal_are_valid():
         ({"profile_steps": (0, 2)}, "profile_steps"),
         ({"intra_op_threads": -1}, "intra_op_threads"),
         ({"report_input_pipeline": "yes"}, "report_input_pipeline"),
+        ({"fine_tune_learning_rate": 0.0}, "fine_tune_learning_rate"),
+        ({"unfreeze_layers": -1}, "unfreeze_layers"),
+        ({"backbone_preprocessing": "yes"}, "backbone_preprocessing"),
+        ({"warm_start": 1}, "warm_start"),
+        ({"warm_start_epochs": 0}, "warm_start_epochs"),
+        ({"dropout": 1.0}, "dropout"),
     ],
 )
 def test_bad_values_name_the_field(changes, field):
@@ -56,3 +62,62 @@ def test_weights_path_may_be_a_checkpoint_prefix(tmp_path):
 
 def test_shuffle_buffer_of_exactly_ten_batches_is_enough():
     TrainerConfig(batch_size=8, shuffle_buffer=80).validate()
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"epochs": 3, "frozen_epochs": 3}, "frozen_epochs"),
+        ({"frozen_epochs": -1}, "frozen_epochs"),
+        ({"frozen_epochs": 2, "warmup_epochs": 2}, "warmup_epochs"),
+    ],
+)
+def test_bad_fine_tuning_schedules_name_the_field(tmp_path, changes, field):
+    weights = tmp_path / "backbone.h5"
+    weights.write_bytes(b"")
+    config = dataclasses.replace(TrainerConfig(weights_path=str(weights)), **changes)
+    with pytest.raises(ConfigError, match=f"^{field}: "):
+        config.validate()
+
+
+def test_backbone_preprocessing_follows_the_weights_unless_set(tmp_path):
+    weights = tmp_path / "backbone.h5"
+    weights.write_bytes(b"")
+    assert not TrainerConfig().uses_backbone_preprocessing
+    assert TrainerConfig(weights_path=str(weights)).uses_backbone_preprocessing
+    assert TrainerConfig(backbone_preprocessing=True).uses_backbone_preprocessing
+    assert not TrainerConfig(
+        weights_path=str(weights), backbone_preprocessing=False
+    ).uses_backbone_preprocessing
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"algorithm": "grid"}, "algorithm"),
+        ({"max_trials": 0}, "max_trials"),
+        ({"trial_epochs": 0}, "trial_epochs"),
+        ({"learning_rate": ()}, "learning_rate"),
+        ({"model": ("vgg99",)}, "model"),
+        ({"enabled": "yes"}, "enabled"),
+    ],
+)
+def test_bad_tuning_values_name_the_field(changes, field):
+    with pytest.raises(ConfigError, match=f"^{field}: "):
+        dataclasses.replace(TuningConfig(), **changes).validate()
+
+
+def test_search_space_holds_only_what_varies():
+    space = TuningConfig(dropout=(0.2,), model=("small_cnn", "mobilenet_v3_small")).search_space(
+        TrainerConfig()
+    )
+    # frozen_epochs is searched only when fine-tuning; a single dropout is not searched.
+    assert set(space) == {"learning_rate", "model"}
+
+
+def test_hyperparameters_override_only_tunable_fields():
+    tuned = with_hyperparameters(
+        TrainerConfig(), {"learning_rate": 0.01, "dropout": 0.4, "tuner/epochs": 3}
+    )
+    assert (tuned.learning_rate, tuned.dropout) == (0.01, 0.4)
+    assert tuned.epochs == TrainerConfig().epochs

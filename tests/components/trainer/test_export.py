@@ -1,6 +1,7 @@
 """Both serving signatures run the training preprocessing and agree with each other and with the
 training input path; the export carries valid TF Serving warmup requests and its label names."""
 
+import dataclasses
 import hashlib
 import os
 
@@ -43,10 +44,16 @@ def _example(encoded: bytes) -> bytes:
     )
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    config = runlocal()
-    model = build_model(config, len(LABEL_NAMES))
+@pytest.fixture(
+    scope="module",
+    params=[{}, {"backbone_preprocessing": True}],
+    ids=["from_scratch", "backbone_preprocessing"],
+)
+def exported(tmp_path_factory, request):
+    """A model on the dataset's statistics, and one whose backbone brings its own preprocessing
+    (as fine-tuning does: BackboneInput inside the model; test_model checks each backbone's)."""
+    config = dataclasses.replace(runlocal(), **request.param)
+    model = build_model(config, len(LABEL_NAMES), NORMALIZATION)
     path = str(tmp_path_factory.mktemp("export") / "model")
     export.export_model(model, path, config.image_size, LABEL_NAMES, NORMALIZATION)
     return model, tf.saved_model.load(path), config, path

@@ -7,10 +7,12 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from components.trainer.config import TrainerConfig, runlocal
-from components.trainer.model import build_model
+from components.trainer.config import APPLICATIONS, TrainerConfig, runlocal
+from components.trainer.model import BackboneInput, backbone_of, build_model
+from components.trainer.preprocessing import Normalization, normalize
 
 CLASSES = 3
+NORMALIZATION = Normalization((100.0, 110.0, 120.0), (50.0, 55.0, 60.0))
 
 
 def _images(config, count=2):
@@ -70,7 +72,7 @@ def test_weights_path_is_loaded_into_the_backbone(tmp_path):
     source.get_layer("small_cnn").save_weights(path)
 
     tf_keras.utils.set_random_seed(1)  # different random initial weights
-    loaded = build_model(dataclasses.replace(config, weights_path=path), CLASSES)
+    loaded = build_model(dataclasses.replace(config, weights_path=path), CLASSES, NORMALIZATION)
 
     expected_weights = source.get_layer("small_cnn").get_weights()
     loaded_weights = loaded.get_layer("small_cnn").get_weights()
@@ -96,3 +98,73 @@ def test_tf_keras_is_exempt_from_autograph_once():
 def test_fewer_than_two_classes_is_an_error():
     with pytest.raises(ValueError, match="at least 2 classes"):
         build_model(TrainerConfig(), 1)
+
+
+def _features(model):
+    """The classifier up to its backbone's pooled features (the input of the head's dropout)."""
+    return tf_keras.Model(model.input, model.get_layer(index=-2).input)
+
+
+def _pixels(config, count=2):
+    shape = [count, config.image_size, config.image_size, 3]
+    return tf.random.stateless_uniform(shape, seed=[0, 2], minval=0.0, maxval=255.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "reference"),
+    [
+        # The application as its weights are published: its own preprocess_input on 0..255
+        # pixels, and (MobileNetV3, EfficientNet) the rescaling built into the model.
+        ("resnet50", lambda pixels: tf_keras.applications.resnet50.preprocess_input(pixels)),
+        ("mobilenet_v3_small", lambda pixels: pixels),
+        ("efficientnet_b0", lambda pixels: pixels),
+    ],
+)
+def test_backbone_sees_the_preprocessing_its_weights_expect(name, reference, tmp_path):
+    """Fed the pipeline's normalized images, the fine-tuned model's backbone gets exactly what
+    the published application gets from raw pixels."""
+    config = dataclasses.replace(runlocal(), model=name, backbone_preprocessing=True)
+    model = build_model(config, CLASSES, NORMALIZATION)
+    published = getattr(tf_keras.applications, APPLICATIONS[name])(
+        include_top=False, weights=None, input_shape=(32, 32, 3), pooling="avg"
+    )
+    published.set_weights(backbone_of(model).get_weights())
+    pixels = _pixels(config)
+
+    normalized = normalize(pixels, NORMALIZATION)
+    features = _features(model)
+    np.testing.assert_allclose(
+        features(normalized).numpy(), published(reference(pixels)).numpy(), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_small_cnn_weights_expect_pixels_scaled_to_plus_minus_one():
+    config = dataclasses.replace(runlocal(), backbone_preprocessing=True)
+    model = build_model(config, CLASSES, NORMALIZATION)
+    pixels = _pixels(config)
+    backbone_input = model.get_layer(index=1)
+    assert isinstance(backbone_input, BackboneInput)
+    np.testing.assert_allclose(
+        backbone_input(normalize(pixels, NORMALIZATION)).numpy(),
+        pixels.numpy() / 127.5 - 1.0,
+        atol=1e-4,
+    )
+
+
+def test_from_scratch_models_take_the_dataset_normalization_directly():
+    model = build_model(runlocal(), CLASSES)
+    assert not any(isinstance(layer, BackboneInput) for layer in model.layers)
+
+
+def test_fine_tuned_backbone_runs_batch_norm_in_inference_mode(tmp_path):
+    config = runlocal()
+    path = str(tmp_path / "backbone.h5")
+    backbone_of(build_model(config, CLASSES)).save_weights(path)
+    model = build_model(dataclasses.replace(config, weights_path=path), CLASSES, NORMALIZATION)
+    images = _images(config, count=4)
+    # Dropout aside (the head's), training=True gives the same output as inference when every
+    # batch normalization uses its moving statistics.
+    features = _features(model)
+    np.testing.assert_allclose(
+        features(images, training=True).numpy(), features(images, training=False).numpy(), atol=1e-5
+    )

@@ -15,7 +15,9 @@ import pytest
 import tensorflow as tf
 
 from components.trainer import export, train
+from components.trainer.checkpoints import RunCheckpoints
 from components.trainer.config import runlocal
+from components.trainer.model import backbone_of, build_model
 from components.trainer.preprocessing import Normalization
 from tests.components.trainer.conftest import EXAMPLES_PER_SHARD, LABEL_NAMES, SHARDS
 from tests.data_prep import image_files
@@ -201,3 +203,140 @@ def test_too_few_examples_for_one_batch_fails_before_training(shard_pattern, tmp
     with pytest.raises(ValueError, match="do not fill one global batch of 64"):
         train.train(config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path))
     assert not (tmp_path / "serving_model").exists()
+
+
+def _weights_file(directory) -> str:
+    """A small_cnn backbone weights file, as a user would bring one."""
+    path = str(directory / "backbone.h5")
+    backbone_of(build_model(runlocal(), len(LABEL_NAMES))).save_weights(path)
+    return path
+
+
+def test_fine_tuning_runs_both_phases_each_traced_once(shard_pattern, tmp_path):
+    config = dataclasses.replace(
+        runlocal(), epochs=2, frozen_epochs=1, weights_path=_weights_file(tmp_path)
+    )
+    metrics = train.train(
+        config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path / "run")
+    )
+
+    assert metrics["phases"] == ["frozen", "fine_tune"]
+    assert metrics["optimizer_steps"] == 2 * metrics["steps_per_epoch"]
+    performance = metrics["performance"]
+    assert performance["graphs"] == 2 and performance["traces"] == 2
+    assert performance["retraces"] == 0
+
+
+class _Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("every", "killed_at", "graphs"),
+    [(2, 2, 2), (3, 3, 1)],
+    ids=["killed_in_the_frozen_phase", "killed_at_the_boundary"],
+)
+def test_a_resumed_fine_tuning_run_continues_in_the_right_phase(
+    shard_pattern, tmp_path, monkeypatch, every, killed_at, graphs
+):
+    """3 steps per epoch, the frozen phase is the first epoch. The first run dies right after
+    its checkpoint at `killed_at`; the second resumes there: in the frozen phase it still trains
+    the frozen phase's last step and then fine-tunes (two graphs), at the boundary it goes
+    straight to fine-tuning (one graph). Either way the backbone changes only after step 3."""
+    weights = _weights_file(tmp_path)
+    config = dataclasses.replace(
+        runlocal(), epochs=2, frozen_epochs=1, weights_path=weights, checkpoint_every_steps=every
+    )
+    checkpoints = tmp_path / "checkpoints"
+    save = RunCheckpoints.maybe_save
+
+    def save_then_die(self, step):
+        save(self, step)
+        if step == killed_at:
+            self.finish(delete=False)  # the checkpoint is on disk, as after a real kill
+            raise _Killed
+
+    monkeypatch.setattr(RunCheckpoints, "maybe_save", save_then_die)
+    with pytest.raises(_Killed):
+        train.train(
+            config,
+            shard_pattern,
+            shard_pattern,
+            LABEL_NAMES,
+            NORMALIZATION,
+            str(tmp_path / "first"),
+            checkpoint_dir=str(checkpoints),
+        )
+    monkeypatch.setattr(RunCheckpoints, "maybe_save", save)
+    # At the checkpoint the backbone still holds the weights file's values: frozen until step 3.
+    original = build_model(config, len(LABEL_NAMES), NORMALIZATION)
+    restored = build_model(config, len(LABEL_NAMES), NORMALIZATION)
+    tf.train.Checkpoint(model=restored).restore(
+        tf.train.latest_checkpoint(str(checkpoints))
+    ).expect_partial()
+    for expected, actual in zip(
+        backbone_of(original).get_weights(), backbone_of(restored).get_weights(), strict=True
+    ):
+        np.testing.assert_array_equal(expected, actual)
+    assert not np.array_equal(
+        original.get_layer("probabilities").get_weights()[0],
+        restored.get_layer("probabilities").get_weights()[0],
+    )
+
+    resumed = train.train(
+        config,
+        shard_pattern,
+        shard_pattern,
+        LABEL_NAMES,
+        NORMALIZATION,
+        str(tmp_path / "second"),
+        checkpoint_dir=str(checkpoints),
+    )
+
+    assert resumed["resumed_from_step"] == killed_at
+    assert resumed["optimizer_steps"] == 2 * resumed["steps_per_epoch"]
+    assert resumed["performance"]["graphs"] == graphs
+    assert resumed["performance"]["retraces"] == 0
+
+
+def test_warm_start_trains_warm_start_epochs_from_the_base_model(shard_pattern, tmp_path):
+    first = train.train(
+        runlocal(), shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path / "a")
+    )
+    config = dataclasses.replace(runlocal(), warm_start_epochs=2)
+    warm = train.train(
+        config,
+        shard_pattern,
+        shard_pattern,
+        LABEL_NAMES,
+        NORMALIZATION,
+        str(tmp_path / "b"),
+        base_model_dir=first["serving_model_dir"],
+    )
+    assert warm["phases"] == ["warm_start"] and warm["epochs"] == 2
+    assert warm["optimizer_steps"] == 2 * warm["steps_per_epoch"]
+    assert warm["warm_started_from"] == first["serving_model_dir"]
+
+
+@pytest.mark.slow
+def test_fine_tuning_on_two_replicas_in_mixed_float16(shard_pattern, tmp_path):
+    """Both phases under MirroredStrategy (two logical CPUs) with loss scaling."""
+    config = {
+        "epochs": 2,
+        "frozen_epochs": 1,
+        "weights_path": _weights_file(tmp_path),
+        "precision": "mixed_float16",
+        "batch_size": 2,
+    }
+    spec = {
+        "pattern": shard_pattern,
+        "output_dir": str(tmp_path),
+        "logical_cpus": 2,
+        "config": config,
+    }
+    metrics, _ = _finish(_train_in_child(spec))
+
+    assert metrics["replicas"] == 2 and metrics["phases"] == ["frozen", "fine_tune"]
+    performance = metrics["performance"]
+    assert performance["precision"] == "mixed_float16"
+    assert performance["graphs"] == 2 and performance["retraces"] == 0

@@ -1,0 +1,54 @@
+"""The Trainer's warm start: the newest blessed model made before this run's Examples.
+
+TFX's LatestBlessedModelStrategy would hand an unchanged re-run the model that run itself made
+(blessed last time), so the Trainer's inputs would change on every re-run and it could never be
+answered from the cache. Artifact ids only grow, so a model with an id below the Examples' was
+trained before those Examples existed, i.e. on an earlier span: an unchanged re-run (the same,
+cached Examples) gets the very base model it had first, and a new span gets the last blessed model.
+"""
+
+from __future__ import annotations
+
+from tfx import types
+from tfx.components.evaluator import constants
+from tfx.dsl.components.common import resolver
+
+EXAMPLES_KEY = "examples"
+MODEL_KEY = "model"
+BLESSING_KEY = "model_blessing"
+
+
+def blessings_by_model(blessings: list[types.Artifact]) -> dict[int, types.Artifact]:
+    """Model id -> the ModelBlessing that passed it, for the blessings that did."""
+    return {
+        blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY): blessing
+        for blessing in blessings
+        if blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY) == 1
+    }
+
+
+class BlessedBeforeExamplesStrategy(resolver.ResolverStrategy):
+    """Inputs: 'examples' (this run's), 'model' and 'model_blessing' (every Model and ModelBlessing
+    of the pipeline). Output 'model': the base model, or nothing (the first run), with its
+    blessing under 'model_blessing'."""
+
+    def resolve_artifacts(
+        self, store, input_dict: dict[str, list[types.Artifact]]
+    ) -> dict[str, list[types.Artifact]] | None:
+        del store  # everything needed arrives in input_dict
+        result = {EXAMPLES_KEY: [], MODEL_KEY: [], BLESSING_KEY: []}  # TFX wants every key
+        examples = input_dict[EXAMPLES_KEY]
+        if not examples:
+            return result
+        first_examples = min(artifact.id for artifact in examples)
+        blessings = blessings_by_model(input_dict[BLESSING_KEY])
+        earlier = [
+            model
+            for model in input_dict[MODEL_KEY]
+            if model.id in blessings and model.id < first_examples
+        ]
+        if earlier:
+            base = max(earlier, key=lambda model: model.id)
+            result[MODEL_KEY] = [base]
+            result[BLESSING_KEY] = [blessings[base.id]]
+        return result
