@@ -15,40 +15,20 @@ from data_prep.sources import input_fingerprint
 from pipeline import exit_codes, lineage
 from pipeline.cli import build_parser, main
 from pipeline.code_fingerprint import code_fingerprint
-from pipeline.local_runner import open_store, run_local
+from pipeline.local_runner import open_store
 from tests.data_prep import image_files
-from tests.pipeline.tiny_pipeline import tiny_config, write_images
-
-FIRST_RATE, SECOND_RATE = 0.003, 0.01
-
-
-@dataclasses.dataclass
-class TwoRuns:
-    config: object
-    images: object
-    first: object
-    second: object
-
-    @property
-    def store(self):
-        return open_store(self.config.metadata_path)
-
-    def cli(self, capsys, *command) -> tuple[int, str, str]:
-        code = main([*command, "--mlmd-sqlite", self.config.metadata_path])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
+from tests.pipeline.tiny_pipeline import (
+    FIRST_RATE,
+    SECOND_RATE,
+    run_twice,
+    write_images,
+)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("lineage")
-    images = write_images(root / "images")
-    config = tiny_config(images, root / "build", learning_rate=FIRST_RATE)
-    first = run_local(config)
-    changed = dataclasses.replace(
-        config, trainer=dataclasses.replace(config.trainer, learning_rate=SECOND_RATE)
-    )
-    return TwoRuns(config, images, first, run_local(changed))
+    return run_twice(write_images(root / "images"), root / "build")
 
 
 def _tfma_accuracy(evaluation_uri: str, model_name: str) -> float:

@@ -1,5 +1,5 @@
-"""Tiny labelled images and a pipeline config that runs them in about a minute: what the
-end-to-end tests share."""
+"""Tiny labelled images, a pipeline config that runs them in about a minute, and a store of two
+such runs that differ in one setting: what the end-to-end tests share."""
 
 import dataclasses
 import pathlib
@@ -28,3 +28,40 @@ def tiny_config(images, build, **trainer_changes) -> PipelineConfig:
     return dataclasses.replace(
         config, trainer=dataclasses.replace(config.trainer, **trainer_changes)
     )
+
+
+FIRST_RATE, SECOND_RATE = 0.003, 0.01  # the one setting the two runs differ in
+
+
+@dataclasses.dataclass
+class TwoRuns:
+    config: PipelineConfig  # the first run's
+    images: pathlib.Path
+    first: object  # lineage.PipelineRun
+    second: object
+
+    @property
+    def store(self):
+        from pipeline.local_runner import open_store
+
+        return open_store(self.config.metadata_path)
+
+    def cli(self, capsys, *command) -> tuple[int, str, str]:
+        """An imgpipe command over this store: (exit code, stdout, stderr)."""
+        from pipeline.cli import main
+
+        code = main([*command, "--mlmd-sqlite", self.config.metadata_path])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+
+def run_twice(images: pathlib.Path, build: pathlib.Path) -> TwoRuns:
+    """Two runs into one store, the second with another learning rate."""
+    from pipeline.local_runner import run_local
+
+    config = tiny_config(images, build, learning_rate=FIRST_RATE)
+    first = run_local(config)
+    changed = dataclasses.replace(
+        config, trainer=dataclasses.replace(config.trainer, learning_rate=SECOND_RATE)
+    )
+    return TwoRuns(config, images, first, run_local(changed))

@@ -3,32 +3,17 @@ images hold a duplicate (its bytes decode: a thumbnail), an empty and a truncate
 thumbnail) and a text file (ignored); the second run changes the learning rate. And the app
 serving it on a free local port."""
 
-import dataclasses
 import threading
 
 import pytest
 from werkzeug.serving import make_server
 
-from pipeline.local_runner import open_store, run_local
 from pipeline.mlmd_connection import MlmdTarget
 from pipeline.ui.app import create_app
 from tests.data_prep import image_files
-from tests.pipeline.tiny_pipeline import tiny_config, write_images
+from tests.pipeline.tiny_pipeline import TwoRuns, run_twice, write_images
 
-FIRST_RATE, SECOND_RATE = 0.003, 0.01
 DUPLICATE, EMPTY, TRUNCATED, IGNORED = "cat/copy.jpg", "dog/empty.jpg", "owl/cut.jpg", "notes.txt"
-
-
-@dataclasses.dataclass
-class TwoRuns:
-    config: object
-    images: object
-    first: object
-    second: object
-
-    @property
-    def store(self):
-        return open_store(self.config.metadata_path)
 
 
 @pytest.fixture(scope="session")
@@ -40,12 +25,7 @@ def two_runs(tmp_path_factory) -> TwoRuns:
     jpeg = image_files.jpeg(seed=999)
     (images / TRUNCATED).write_bytes(jpeg[: len(jpeg) // 2])
     (images / "cat" / IGNORED).write_text("not an image")
-    config = tiny_config(images, root / "build", learning_rate=FIRST_RATE)
-    first = run_local(config)
-    changed = dataclasses.replace(
-        config, trainer=dataclasses.replace(config.trainer, learning_rate=SECOND_RATE)
-    )
-    return TwoRuns(config, images, first, run_local(changed))
+    return run_twice(images, root / "build")
 
 
 @pytest.fixture(scope="session")
