@@ -27,11 +27,6 @@ NORMALIZATION = Normalization(mean=(127.0, 127.0, 127.0), std=(64.0, 64.0, 64.0)
 WARMUP_BATCHES = 4  # taken before timing: tracing, thread start-up, autotuning
 
 
-def cores() -> int:
-    """CPU cores this process may run on."""
-    return len(os.sched_getaffinity(0))
-
-
 def without_injected_prefetch(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """Stops tf.data from adding a prefetch at the end by itself (it does by default), so a
     pipeline measured without prefetch really has none."""

@@ -21,12 +21,12 @@ from benchmarks.input_common import (
     NORMALIZATION,
     RUNS,
     bar_chart,
-    cores,
     time_batches,
     without_injected_prefetch,
 )
 from benchmarks.input_data import photo_shards
 from components.trainer import input_pipeline
+from components.trainer.runtime import usable_cores
 
 PREFIX = "input.limit"
 
@@ -80,9 +80,9 @@ def run(workdir: str) -> list[dict]:
     full_wall, full_cpu = min(full)
     single_rate, full_rate = images / single_wall, images / full_wall
     in_memory_rate = images / min(in_memory)[0]
-    limit = cores() * single_rate
+    limit = usable_cores() * single_rate
     return [
-        {"name": f"{PREFIX}.cores", "value": cores(), "unit": "cores"},
+        {"name": f"{PREFIX}.cores", "value": usable_cores(), "unit": "cores"},
         {"name": f"{PREFIX}.single_thread", "value": single_rate, "unit": "images/s"},
         {
             "name": f"{PREFIX}.limit",

@@ -34,7 +34,6 @@ class DataSnapshot:
     fingerprint: sources.input_fingerprint of the input (paths, sizes, modification times).
     span: the span this input is ingested as.
     (The classes are not known before the ingest has read the images: they are its label map.)
-    previous_span: the newest span already ingested, or None on a pipeline's first ingest.
     files: the files listed in the input; sizes the local Beam jobs (pipeline/beam_options.py).
     reference_label_map: the label ids this span keeps and the class set the gate checks: the
       label map of the data the newest blessed model was trained on, else the pipeline's first
@@ -45,14 +44,9 @@ class DataSnapshot:
 
     fingerprint: str
     span: int
-    previous_span: int | None = None
     files: int = 0
     reference_label_map: dict[str, int] = dataclasses.field(default_factory=dict)
     schema_uri: str | None = None
-
-    @property
-    def is_new_data(self) -> bool:
-        return self.span != self.previous_span
 
 
 def take_snapshot(
@@ -69,7 +63,6 @@ def take_snapshot(
     return DataSnapshot(
         fingerprint,
         span if unchanged else span + 1,
-        previous_span=span,
         files=files,
         # An unchanged span keeps the reference it was ingested and gated with (so the re-run is
         # answered from the cache); a new one takes today's.

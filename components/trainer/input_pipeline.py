@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 
 import tensorflow as tf
 
@@ -29,6 +28,7 @@ from components.trainer.preprocessing import (
     augment_encoded,
     preprocess_image,
 )
+from components.trainer.runtime import usable_cores
 from data_prep import features
 
 LOGGER = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class PipelinePlan:
             f"{self.split}: {len(self.files)} shard(s), {self.examples} examples, "
             f"global batch {self.batch_size} (partial last batch {remainder}), "
             f"{self.parallel_reads} parallel read(s), map parallelism AUTOTUNE on "
-            f"{len(os.sched_getaffinity(0))} core(s), prefetch AUTOTUNE, {augmentation}, "
+            f"{usable_cores()} core(s), prefetch AUTOTUNE, {augmentation}, "
             f"cache {'on' if self.cache else 'off'} ({self.cache_reason})"
         )
         if input_context is not None:

@@ -28,8 +28,8 @@ _EDGE_EPSILON = 1e-6  # see random_crop
 @dataclasses.dataclass(frozen=True)
 class Normalization:
     """Per-channel (R, G, B) mean and standard deviation of the train split's pixels, on the
-    0-255 scale of decode_and_resize's output. The TFX Transform component will compute them;
-    compute_normalization does the same in plain TensorFlow."""
+    0-255 scale of decode_and_resize's output. The Transform component computes them in the
+    pipeline; compute_normalization does the same in plain TensorFlow, outside it."""
 
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
@@ -74,7 +74,8 @@ def preprocess_image(
 
 def compute_normalization(files: list[str], image_size: int) -> Normalization:
     """Per-channel mean and std of decode_and_resize's output over every image in `files`
-    (gzip TFRecords of tf.Examples). For tests and the CLI, until Transform supplies them."""
+    (gzip TFRecords of tf.Examples): for training outside the pipeline (the transfer benchmark)
+    and as the tests' independent check of Transform's statistics."""
     spec = {features.IMAGE: features.feature_spec()[features.IMAGE]}
 
     def pixels(record):

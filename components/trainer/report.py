@@ -2,7 +2,8 @@
 
 Stored as JSON beside the model and recorded in ML Metadata (as custom properties of the Model
 artifact), so runs can be compared. Steady-state figures leave out each graph's first call,
-which includes tracing (and XLA compilation).
+which includes tracing (and XLA compilation); a run too short to have any other call reports
+all its calls, and says so (steady_state False), rather than NaN.
 """
 
 from __future__ import annotations
@@ -23,12 +24,19 @@ class StepTimes:
     steps: int = 0
     input_wait_seconds: float = 0.0
     first_call_seconds: float | None = None
+    # Every call, traced ones included: the figures of a run too short for a steady state.
+    all_seconds: float = 0.0
+    all_steps: int = 0
+    all_input_wait_seconds: float = 0.0
 
     def add(
         self, seconds: float, steps: int, input_wait_seconds: float, traced: bool = False
     ) -> None:
         """`traced`: the call made a new graph (a fine-tuning phase's first call); the very
         first call always counts as one."""
+        self.all_seconds += seconds
+        self.all_steps += steps
+        self.all_input_wait_seconds += input_wait_seconds
         if self.first_call_seconds is None:
             self.first_call_seconds = seconds
             return
@@ -46,6 +54,9 @@ class PerformanceReport:
     input_wait_share: float  # of steady-state wall time spent waiting for the next batch
     first_call_seconds: float  # the first graph call: tracing, XLA compilation, its steps
     measured_steps: int  # optimizer steps behind the steady-state figures
+    # False when every graph call traced (a run of one call per graph): the figures above then
+    # cover all calls, tracing and compilation included, instead of being undefined.
+    steady_state: bool
     traces: int  # of the training loop; one per graph means no retrace
     graphs: int  # one per set of trainable variables: 2 for a fine-tuning run with a frozen phase
     retraces: int
@@ -62,12 +73,17 @@ class PerformanceReport:
     def from_times(
         cls, times: StepTimes, traces: int, global_batch_size: int, graphs: int = 1, **settings
     ):
-        seconds = times.seconds or float("nan")
-        steps = times.steps or float("nan")
+        steady = times.steps > 0
+        seconds, steps, wait = (
+            (times.seconds, times.steps, times.input_wait_seconds)
+            if steady
+            else (times.all_seconds, times.all_steps, times.all_input_wait_seconds)
+        )
         return cls(
-            images_per_second=times.steps * global_batch_size / seconds,
-            step_time_seconds=seconds / steps,
-            input_wait_share=times.input_wait_seconds / seconds,
+            images_per_second=steps * global_batch_size / seconds if seconds else 0.0,
+            step_time_seconds=seconds / steps if steps else 0.0,
+            input_wait_share=wait / seconds if seconds else 0.0,
+            steady_state=steady,
             first_call_seconds=times.first_call_seconds or 0.0,
             measured_steps=times.steps,
             traces=traces,

@@ -52,7 +52,7 @@ def test_beam_jobs_get_options_by_input_size(tmp_path):
 def test_a_later_span_imports_the_decided_schema_and_keeps_the_label_ids(tmp_path):
     config = local_preset(str(tmp_path / "images"), str(tmp_path / "build"))
     reference = {"dog": 0, "cat": 1}
-    data = DataSnapshot("abc", 2, 1, reference_label_map=reference, schema_uri="/s/Schema/3")
+    data = DataSnapshot("abc", 2, reference_label_map=reference, schema_uri="/s/Schema/3")
     nodes = {c.id: c for c in create_pipeline(config, data, "def", STORE).components}
     assert set(nodes) == set(COMPONENTS) - {"CuratedSchemaGen"} | {SCHEMA_IMPORTER}
     assert nodes[SCHEMA_IMPORTER].exec_properties["artifact_uri"] == "/s/Schema/3"
