@@ -7,7 +7,6 @@ and an IngestReport artifact (every file's fate, counts and the label map) recor
 """
 
 import json
-import os
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -20,9 +19,6 @@ from components import metadata_keys
 from data_prep.config import IngestConfig
 from data_prep.ingest import IngestImages, IngestOutputs, prepare_ingest, read_ingest_report
 
-LABEL_MAP_FILE = "label_map.json"
-REPORT_FILE = "ingest_report.json"
-
 
 class IngestReport(artifact.Artifact):
     """Every input file's fate (accepted, rejected with a reason, ignored) and the label map."""
@@ -30,17 +26,9 @@ class IngestReport(artifact.Artifact):
     TYPE_NAME = metadata_keys.INGEST_REPORT_TYPE
 
 
-def ingest_outputs(examples_uri: str, report_uri: str) -> IngestOutputs:
-    return IngestOutputs(
-        examples_uri,
-        FileSystems.join(report_uri, LABEL_MAP_FILE),
-        FileSystems.join(report_uri, REPORT_FILE),
-    )
-
-
 def load_label_map(report: artifact.Artifact) -> dict[str, int]:
     """The class name -> id map an IngestReport artifact carries."""
-    with FileSystems.open(os.path.join(report.uri, LABEL_MAP_FILE)) as handle:
+    with FileSystems.open(IngestOutputs.under(report.uri).label_map_path) as handle:
         return json.load(handle)
 
 
@@ -70,7 +58,7 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
         known classes keep (data_prep/label_map.py).
     """
     config = IngestConfig.from_json(ingest_config)
-    outputs = ingest_outputs(examples.uri, ingest_report.uri)
+    outputs = IngestOutputs.under(ingest_report.uri, examples_dir=examples.uri)
     sources = prepare_ingest(config, outputs)
     with beam_pipeline as pipeline:
         _ = pipeline | "IngestImages" >> IngestImages(

@@ -49,9 +49,11 @@ class IngestOutputs:
     report_path: str
 
     @classmethod
-    def under(cls, output_dir: str) -> IngestOutputs:
+    def under(cls, output_dir: str, examples_dir: str | None = None) -> IngestOutputs:
+        """The layout `imgpipe prep` writes: shards, label map and report in one folder; or,
+        with examples_dir (ImageExampleGen's two artifacts), the shards there."""
         return cls(
-            output_dir,
+            examples_dir or output_dir,
             FileSystems.join(output_dir, "label_map.json"),
             FileSystems.join(output_dir, "ingest_report.json"),
         )

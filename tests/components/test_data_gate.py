@@ -7,7 +7,8 @@ from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.types import artifact_utils, standard_artifacts
 
 from components import data_gate
-from components.image_example_gen import LABEL_MAP_FILE, IngestReport
+from components.image_example_gen import IngestReport
+from data_prep.ingest import IngestOutputs
 
 REFERENCE = {"circle": 0, "square": 1, "triangle": 2}
 
@@ -37,7 +38,8 @@ def _report(root, label_map):
     report = IngestReport()
     report.uri = str(root)
     root.mkdir(parents=True)
-    (root / LABEL_MAP_FILE).write_text(json.dumps(label_map))
+    with open(IngestOutputs.under(str(root)).label_map_path, "w") as handle:
+        json.dump(label_map, handle)
     report.set_int_custom_property("span", 2)
     return report
 
