@@ -539,8 +539,7 @@ def _run_query(args, beam_args: list[str]) -> int:
 def _store_target(args, default_sqlite: str | None = None):
     """The ML Metadata store the store flags name (default: `default_sqlite`, else the SQLite
     file of --build-dir)."""
-    from pipeline.config import local_preset
-    from pipeline.mlmd_connection import MlmdTarget
+    from pipeline.mlmd_connection import MlmdTarget, metadata_path_under
 
     return MlmdTarget.resolve(
         {
@@ -549,7 +548,7 @@ def _store_target(args, default_sqlite: str | None = None):
             "grpc": args.mlmd_grpc,
             "user": args.mlmd_user,
         },
-        default_sqlite=default_sqlite or local_preset("", args.build_dir).metadata_path,
+        default_sqlite=default_sqlite or metadata_path_under(args.build_dir),
     )
 
 

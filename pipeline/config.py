@@ -2,7 +2,8 @@
 
 A preset is a complete, valid config: `local` trains the embedded dataset in minutes on two CPU
 cores (what `make run-local` uses); `runlocal` runs every component in seconds and learns nothing
-(what the tests and the notebook use); `full` holds real settings for real data.
+(what the tests and the notebook use). Real data gets its settings from a config file over
+`local` (`imgpipe run --config`; pipeline/example.yaml), not from a third preset.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import typing
 
 from components.trainer.config import TrainerConfig, TuningConfig, runlocal
 from data_prep.config import ConfigError, IngestConfig
+from pipeline.mlmd_connection import metadata_path_under
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly")
@@ -90,7 +92,7 @@ class PipelineConfig:
     min_accuracy: float = 0.9
     name: str = "imgpipe"
     pipeline_root: str = "build/tfx"
-    metadata_path: str = "build/tfx/metadata.db"
+    metadata_path: str = metadata_path_under("build")
     serving_dir: str = "build/serving"
     beam_args: tuple[str, ...] = ()
     enable_cache: bool = True
@@ -131,16 +133,8 @@ def local_preset(data: str, build_dir: str = "build") -> PipelineConfig:
     return PipelineConfig(
         ingest=IngestConfig(input=data),
         pipeline_root=os.path.join(build_dir, "tfx"),
-        metadata_path=os.path.join(build_dir, "tfx", "metadata.db"),
+        metadata_path=metadata_path_under(build_dir),
         serving_dir=os.path.join(build_dir, "serving"),
-    )
-
-
-def full_preset(data: str, build_dir: str = "build") -> PipelineConfig:
-    """Real data: 100 MB shards, a 5% reject budget."""
-    local = local_preset(data, build_dir)
-    return dataclasses.replace(
-        local, ingest=dataclasses.replace(local.ingest, max_reject_fraction=0.05)
     )
 
 
@@ -150,7 +144,7 @@ def runlocal_preset(data: str, build_dir: str = "build") -> PipelineConfig:
     return dataclasses.replace(local_preset(data, build_dir), trainer=runlocal(), min_accuracy=0.0)
 
 
-PRESETS = {"local": local_preset, "runlocal": runlocal_preset, "full": full_preset}
+PRESETS = {"local": local_preset, "runlocal": runlocal_preset}
 
 
 def override(config, setting: str):

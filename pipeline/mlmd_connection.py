@@ -22,6 +22,11 @@ BACKENDS = ("sqlite", "mysql", "grpc")
 DEFAULT_MYSQL_PORT = 3306
 
 
+def metadata_path_under(build_dir: str) -> str:
+    """The local SQLite store of a build folder (runs write it, queries read it by default)."""
+    return os.path.join(build_dir, "tfx", "metadata.db")
+
+
 class StoreNotFound(LookupError):
     """The SQLite file does not exist: nothing has run yet, or the path is wrong."""
 
@@ -44,7 +49,7 @@ class MlmdTarget:
     grpc: str | None = None
     user: str | None = None
     password: str | None = None
-    default_sqlite: str = "build/tfx/metadata.db"
+    default_sqlite: str = metadata_path_under("build")
 
     @classmethod
     def resolve(
