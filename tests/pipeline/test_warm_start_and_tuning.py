@@ -12,6 +12,7 @@ import pytest
 from components.trainer.config import TuningConfig
 from components.trainer_module import TUNED_FILE, WARM_STARTED_FROM_PROPERTY
 from components.tuner_module import BEST_PROPERTY_PREFIX
+from pipeline.factory import BASELINE_NODE, DRIFT_BASELINE_NODE, WARM_START_NODE
 from pipeline.lineage import model_lineage
 from pipeline.lineage_format import format_model_lineage
 from pipeline.local_runner import open_store, run_local
@@ -52,7 +53,7 @@ def test_tuned_then_warm_started_on_the_next_span(tmp_path):
 
     again = run_local(config)
     ran = {node for node, state in _states(again).items() if state != "cached"}
-    assert ran <= {"baseline_model_resolver", "warm_start_model_resolver"}
+    assert ran <= {BASELINE_NODE, WARM_START_NODE, DRIFT_BASELINE_NODE}  # resolvers resolve
 
     (images / "cat" / "new.jpg").write_bytes(image_files.jpeg(seed=999))
     second = run_local(config)
