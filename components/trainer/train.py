@@ -153,6 +153,9 @@ def train(
             tf.summary.scalar("perf/step_time_seconds", seconds / steps, step=step)
             tf.summary.scalar("perf/images_per_second", steps * step_batch / seconds, step=step)
             tf.summary.scalar("perf/input_wait_seconds", waited / steps, step=step)
+            # Every worker reads the metrics: under MultiWorkerMirroredStrategy a read is a
+            # collective, and a read by the chief alone waits for the others for ever.
+            loss, accuracy = float(engine.loss.result()), float(engine.accuracy.result())
             if chief:
                 progress.report(
                     logging.getLogger(__name__),
@@ -163,8 +166,8 @@ def train(
                     epoch=math.ceil(step / steps_per_epoch),
                     epochs=config.epochs,
                     images_per_second=steps * step_batch / seconds,
-                    loss=float(engine.loss.result()),
-                    accuracy=float(engine.accuracy.result()),
+                    loss=loss,
+                    accuracy=accuracy,
                 )
             if step % steps_per_epoch == 0:
                 epoch = {
