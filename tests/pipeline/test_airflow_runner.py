@@ -17,10 +17,12 @@ from data_prep.config import ConfigError
 from pipeline.airflow_runner import SUMMARIES_DIR, SUMMARY_TASK, config_from_environment
 from tests.data_prep import image_files
 from tests.pipeline.expected import COMPONENTS as ALL_COMPONENTS
-from tests.pipeline.expected import DRIFT_NODES
+from tests.pipeline.expected import DRIFT_NODES, SCHEMA_IMPORTER
 
 LABELS = ("cat", "dog", "owl")
 COMPONENTS = tuple(node for node in ALL_COMPONENTS if node not in DRIFT_NODES)  # Airflow's
+# A later span imports the schema the first span decided.
+LATER_SPAN = tuple(SCHEMA_IMPORTER if node == "CuratedSchemaGen" else node for node in COMPONENTS)
 TEST_DAGS = pathlib.Path(__file__).parent / "airflow_dags"  # tiny_dag.py: runlocal trainer
 SHIPPED_DAGS = pathlib.Path(__file__).parents[2] / "pipeline" / "airflow_dags"
 FIRST, SECOND = "2026-01-01", "2026-01-02"  # logical dates of two daily runs
@@ -163,10 +165,10 @@ def test_every_component_runs_as_an_airflow_task_recorded_in_ml_metadata(airflow
     assert (written["run_id"], written["span"], written["new_data"]) == (first.run_id, 1, True)
     assert written["pushed_to"] == first.pushed_to
     # Airflow's own database recorded both runs and every task as successful.
-    for run in (first, second):
+    for run, nodes in ((first, COMPONENTS), (second, LATER_SPAN)):
         assert _airflow_states(env, run.run_id) == (
             "success",
-            {task: "success" for task in (*COMPONENTS, SUMMARY_TASK)},
+            {task: "success" for task in (*nodes, SUMMARY_TASK)},
         )
 
 
@@ -193,10 +195,7 @@ def test_airflow_runs_are_listed_like_local_runs_each_with_its_own_model(airflow
     store = open_store(str(root / "build" / "tfx" / "metadata.db"))
     listed = {run.run_id: run for run in list_runs(store, "imgpipe")}
     assert {first.run_id, second.run_id} <= set(listed)
-    assert {c.node for c in listed[second.run_id].components} == {
-        *COMPONENTS,
-        "baseline_model_resolver",
-    }
+    assert {c.node for c in listed[second.run_id].components} == set(LATER_SPAN)
     # The legacy resolver publishes the baseline (the first run's model) as an OUTPUT under the
     # key 'model': the second run's record still names the model its own Trainer made.
     assert second.model_id != first.model_id
@@ -221,9 +220,10 @@ def test_a_failed_component_fails_the_airflow_run_and_is_summarized(airflow_env,
             root / "build" / "tfx" / SUMMARIES_DIR / f"manual__{third}T00_00_00_00_00.json"
         ).read_text()
     )
-    assert [(c["node"], c["state"]) for c in written["components"]] == [
-        ("ImageExampleGen", "failed")
-    ]
+    assert {c["node"]: c["state"] for c in written["components"]} == {
+        SCHEMA_IMPORTER: "cached",  # the importer needs no upstream task
+        "ImageExampleGen": "failed",
+    }
     assert written["span"] is None and written["pushed_to"] is None
 
 
@@ -247,5 +247,6 @@ def test_shipped_dag_runs_on_the_configured_schedule_one_run_at_a_time(airflow_e
     assert dag["errors"] == []
     assert dag["schedule"] == env["IMGPIPE_SCHEDULE"] == "0 3 * * *"
     assert (dag["max_active_runs"], dag["catchup"]) == (1, False)
-    assert dag["tasks"] == sorted([*COMPONENTS, SUMMARY_TASK])
-    assert dag["summary_after"] == sorted(COMPONENTS)
+    nodes = LATER_SPAN if SCHEMA_IMPORTER in dag["tasks"] else COMPONENTS  # a schema decided yet?
+    assert dag["tasks"] == sorted([*nodes, SUMMARY_TASK])
+    assert dag["summary_after"] == sorted(nodes)
