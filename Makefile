@@ -13,6 +13,9 @@ DATA ?=
 SET ?=
 BUILD := build
 PARTS ?=
+# One test worker process per core (at most 4: each holds TensorFlow and a pipeline run in memory);
+# a module's tests share a worker (tests/conftest.py). `make test TEST_WORKERS=` runs in one process.
+TEST_WORKERS ?= -n auto --maxprocesses=4 --dist loadgroup
 
 # Orchestrators (Airflow 2.10, the Kubeflow V2 / Vertex compiler) get their own environment, built
 # from their own full lock: the main lock plus Airflow and kfp-pipeline-spec, protobuf still 3.20.3.
@@ -54,10 +57,10 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --timeout=1200
+	$(BIN)/python -m pytest -q --timeout=1200 $(TEST_WORKERS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" --timeout=120
+	$(BIN)/python -m pytest -q -m "not slow" --timeout=120 $(TEST_WORKERS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check data_prep components pipeline benchmarks tests

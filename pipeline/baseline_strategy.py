@@ -29,11 +29,10 @@ BLESSING_KEY = "model_blessing"
 STATISTICS_KEY = "statistics"
 
 
-def _blessings_by_model(blessings: list[types.Artifact]) -> dict[int, types.Artifact]:
+def blessings_by_model(blessings: list[types.Artifact]) -> dict[int, types.Artifact]:
+    """Model id -> the ModelBlessing that passed it, for the blessings that did."""
     return {
-        blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY): (
-            blessing
-        )
+        blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY): blessing
         for blessing in blessings
         if blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY) == 1
     }
@@ -55,7 +54,7 @@ class BaselineBeforeCandidateStrategy(resolver.ResolverStrategy):
         # also be the baseline).
         candidate = max(candidates, key=lambda model: model.id)
         result = {CANDIDATE_KEY: [candidate], MODEL_KEY: [], BLESSING_KEY: []}
-        blessings = _blessings_by_model(input_dict[BLESSING_KEY])
+        blessings = blessings_by_model(input_dict[BLESSING_KEY])
         older_blessed = [
             model
             for model in input_dict[MODEL_KEY]
@@ -84,7 +83,7 @@ class BlessedTrainingStatisticsStrategy(resolver.ResolverStrategy):
         if not input_dict[STATISTICS_KEY]:
             return result
         current = max(input_dict[STATISTICS_KEY], key=lambda statistics: statistics.id)
-        blessed = _blessings_by_model(input_dict[BLESSING_KEY])
+        blessed = blessings_by_model(input_dict[BLESSING_KEY])
         for model in sorted(input_dict[MODEL_KEY], key=lambda model: -model.id):
             if model.id not in blessed:
                 continue

@@ -136,28 +136,33 @@ def decided_schema(
     return node, node.outputs[importer.IMPORT_RESULT_KEY]
 
 
-def drift_baseline(statistics: tfx.dsl.Channel) -> tfx.dsl.Resolver:
-    """The statistics of the data the newest blessed model was trained on (before this span)."""
+def _over_blessed_models(
+    strategy_class, node_id: str, **inputs: tfx.dsl.Channel
+) -> tfx.dsl.Resolver:
+    """A resolver node that picks, by `strategy_class`, among every Model and ModelBlessing of the
+    pipeline (the 'model' and 'model_blessing' inputs) and `inputs`."""
     return tfx.dsl.Resolver(
-        strategy_class=BlessedTrainingStatisticsStrategy,
+        strategy_class=strategy_class,
         **{
-            STATISTICS_KEY: statistics,
             MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
             BLESSING_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+            **inputs,
         },
-    ).with_id(DRIFT_BASELINE_NODE)
+    ).with_id(node_id)
+
+
+def drift_baseline(statistics: tfx.dsl.Channel) -> tfx.dsl.Resolver:
+    """The statistics of the data the newest blessed model was trained on (before this span)."""
+    return _over_blessed_models(
+        BlessedTrainingStatisticsStrategy, DRIFT_BASELINE_NODE, **{STATISTICS_KEY: statistics}
+    )
 
 
 def baseline_before_candidate(candidate: tfx.dsl.Channel) -> tfx.dsl.Resolver:
     """The Evaluator's baseline: the newest blessed model trained before the candidate."""
-    return tfx.dsl.Resolver(
-        strategy_class=BaselineBeforeCandidateStrategy,
-        **{
-            CANDIDATE_KEY: candidate,
-            MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-            BLESSING_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-        },
-    ).with_id(BASELINE_NODE)
+    return _over_blessed_models(
+        BaselineBeforeCandidateStrategy, BASELINE_NODE, **{CANDIDATE_KEY: candidate}
+    )
 
 
 def latest_blessed_baseline(candidate: tfx.dsl.Channel) -> tfx.dsl.Resolver:
@@ -165,27 +170,16 @@ def latest_blessed_baseline(candidate: tfx.dsl.Channel) -> tfx.dsl.Resolver:
     resolvers into metadata queries, so no custom strategy). An unchanged re-run there evaluates
     and pushes its cached model again, measured against itself."""
     del candidate  # the newest blessed model overall, whoever trained it
-    return tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        **{
-            MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-            BLESSING_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-        },
-    ).with_id(BASELINE_NODE)
+    return _over_blessed_models(tfx.dsl.experimental.LatestBlessedModelStrategy, BASELINE_NODE)
 
 
 def warm_start_model(examples: tfx.dsl.Channel) -> tfx.dsl.Resolver:
     """The Trainer's base_model: the newest blessed model trained on an earlier span."""
-    return tfx.dsl.Resolver(
-        strategy_class=BlessedBeforeExamplesStrategy,
-        **{
-            warm_start_strategy.EXAMPLES_KEY: examples,
-            warm_start_strategy.MODEL_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-            warm_start_strategy.BLESSING_KEY: tfx.dsl.Channel(
-                type=tfx.types.standard_artifacts.ModelBlessing
-            ),
-        },
-    ).with_id(WARM_START_NODE)
+    return _over_blessed_models(
+        BlessedBeforeExamplesStrategy,
+        WARM_START_NODE,
+        **{warm_start_strategy.EXAMPLES_KEY: examples},
+    )
 
 
 def create_pipeline(
@@ -277,7 +271,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema,
-        base_model=warm_start.outputs[warm_start_strategy.MODEL_KEY] if warm_start else None,
+        base_model=warm_start.outputs[MODEL_KEY] if warm_start else None,
         hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
         train_args=tfx.proto.TrainArgs(splits=["train"]),
         eval_args=tfx.proto.EvalArgs(splits=["eval"]),

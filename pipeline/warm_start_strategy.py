@@ -10,21 +10,11 @@ cached Examples) gets the very base model it had first, and a new span gets the 
 from __future__ import annotations
 
 from tfx import types
-from tfx.components.evaluator import constants
 from tfx.dsl.components.common import resolver
 
+from pipeline.baseline_strategy import BLESSING_KEY, MODEL_KEY, blessings_by_model
+
 EXAMPLES_KEY = "examples"
-MODEL_KEY = "model"
-BLESSING_KEY = "model_blessing"
-
-
-def blessings_by_model(blessings: list[types.Artifact]) -> dict[int, types.Artifact]:
-    """Model id -> the ModelBlessing that passed it, for the blessings that did."""
-    return {
-        blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY): blessing
-        for blessing in blessings
-        if blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY) == 1
-    }
 
 
 class BlessedBeforeExamplesStrategy(resolver.ResolverStrategy):

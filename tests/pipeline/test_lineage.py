@@ -17,18 +17,14 @@ from pipeline.cli import build_parser, main
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.local_runner import open_store
 from tests.data_prep import image_files
-from tests.pipeline.tiny_pipeline import (
-    FIRST_RATE,
-    SECOND_RATE,
-    run_twice,
-    write_images,
-)
+from tests.pipeline.conftest import ACCEPTED, FOUND
+from tests.pipeline.tiny_pipeline import FIRST_RATE, SECOND_RATE
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("lineage")
-    return run_twice(write_images(root / "images"), root / "build")
+@pytest.fixture
+def runs(two_runs):
+    """The session's two-run store (tests/pipeline/conftest.py)."""
+    return two_runs
 
 
 def _tfma_accuracy(evaluation_uri: str, model_name: str) -> float:
@@ -85,7 +81,7 @@ def test_model_lineage_reaches_the_images_code_and_settings(runs, capsys):
     dataset = answer.dataset
     assert dataset.examples.id == first_run.examples_id
     assert dataset.label_map == {"cat": 0, "dog": 1, "owl": 2}
-    assert sum(dataset.split_counts.values()) == dataset.totals["accepted"] == 30
+    assert sum(dataset.split_counts.values()) == dataset.totals["accepted"] == ACCEPTED
     assert set(dataset.split_counts) == {"train", "eval"}
     assert dataset.input == str(runs.images)
     assert dataset.input_fingerprint == input_fingerprint(str(runs.images))
@@ -97,7 +93,7 @@ def test_model_lineage_reaches_the_images_code_and_settings(runs, capsys):
     code, out, _ = runs.cli(capsys, "lineage", "model", str(first_run.pushed_model_id))
     assert code == 0
     assert f"learning_rate={FIRST_RATE}" in out
-    assert re.search(rf"input +{re.escape(str(runs.images))}, 30 files", out)
+    assert re.search(rf"input +{re.escape(str(runs.images))}, {FOUND} files", out)
     assert code_fingerprint() in out
 
 

@@ -59,7 +59,7 @@ def _runs(build) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
+def console_runs(tmp_path_factory):
     """Two runs started together on one store: the second waits, then answers from the cache.
     Beam runs in each process (the tiny config; a loaded 2-core machine), but TFX still builds
     and pip-installs its user-code wheels, and the serving check runs, in child processes."""
@@ -75,8 +75,8 @@ def two_runs(tmp_path_factory):
     return build, first_result, (second.returncode, out, err)
 
 
-def test_a_tiny_run_prints_a_short_calm_console(two_runs):
-    _, (code, out, err), _ = two_runs
+def test_a_tiny_run_prints_a_short_calm_console(console_runs):
+    _, (code, out, err), _ = console_runs
     assert code == exit_codes.OK, err
     lines = out.splitlines()
     assert len(lines) <= 60, out
@@ -94,8 +94,8 @@ def test_a_tiny_run_prints_a_short_calm_console(two_runs):
     assert "progress training done=" in text
 
 
-def test_two_runs_on_one_store_run_one_after_the_other_each_printing_its_own(two_runs):
-    build, (first_code, first_out, _), (second_code, second_out, second_err) = two_runs
+def test_two_runs_on_one_store_run_one_after_the_other_each_printing_its_own(console_runs):
+    build, (first_code, first_out, _), (second_code, second_out, second_err) = console_runs
     assert (first_code, second_code) == (exit_codes.OK, exit_codes.OK), second_err
     assert "is already running in this store" in second_out and "waiting" in second_out
     printed = [
