@@ -69,7 +69,7 @@ def _ratio(numerator: float, denominator: float) -> float | None:
 def per_class_metrics(matrix: np.ndarray, label_names: list[str]) -> list[dict]:
     """Precision, recall and F1 per class; None where undefined: precision of a class never
     predicted, recall of a class with no eval image, F1 of a class neither seen nor predicted
-    (F1 = 2TP / (2TP + FP + FN), which stays defined when only one of the two is)."""
+    (F1 = 2TP / (2TP + FP + FN): 0 for a class seen but never predicted, as it has no hits)."""
     rows = []
     for i, name in enumerate(label_names):
         true_positives = float(matrix[i, i])
