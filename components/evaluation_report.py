@@ -3,13 +3,21 @@
 TFMA's Evaluator decides the blessing; this report explains the model: per-class precision,
 recall and F1, a confusion matrix (numbers and a PNG), the most confused class pairs, and every
 misclassified eval image by its source path with what the model answered. It scores the
-SavedModel's serving_default signature on the serialized Examples, as TFMA does.
+SavedModel's serving_default signature on the serialized Examples, as TFMA does, and is the one
+place outside TFMA where the SavedModel scores the eval split: it keeps every example's
+probabilities (eval_scores.npz), which TFLiteExport compares its TFLite models against.
+
+Per-class metrics are defined here only (the run summary, the model card and the UI read them
+from this artifact): a value with no defined answer (precision of a class never predicted, recall
+of a class with no eval image) is None, null in the JSON, shown as UNDEFINED, never 0.
 
 Files: evaluation.json, confusion_matrix.png, misclassified.csv (all of them, most confident
-mistakes first; the JSON lists the first MAX_LISTED).
+mistakes first; the JSON lists the first MAX_LISTED), eval_scores.npz (labels, probabilities and
+source paths of every eval example, in the split's file order).
 """
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -29,6 +37,8 @@ from components.trainer.serving_assets import read_label_names
 REPORT_FILE = "evaluation.json"
 CONFUSION_PNG = "confusion_matrix.png"
 MISCLASSIFIED_CSV = "misclassified.csv"
+SCORES_FILE = "eval_scores.npz"
+UNDEFINED = "-"  # how a metric with no defined value (None) is shown
 MAX_LISTED = 100
 TOP_PAIRS = 5
 MISCLASSIFIED_FIELDS = (
@@ -52,27 +62,39 @@ def confusion_matrix(labels: np.ndarray, predictions: np.ndarray, classes: int) 
     return flat.reshape(classes, classes)
 
 
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return float(numerator / denominator) if denominator > 0 else None
+
+
 def per_class_metrics(matrix: np.ndarray, label_names: list[str]) -> list[dict]:
-    """Precision, recall and F1 per class; 0 where a class was never predicted or never seen."""
-    true_positives = np.diag(matrix).astype(float)
-    predicted = matrix.sum(axis=0)
-    actual = matrix.sum(axis=1)
-    precision = np.divide(
-        true_positives, predicted, out=np.zeros_like(true_positives), where=predicted > 0
-    )
-    recall = np.divide(true_positives, actual, out=np.zeros_like(true_positives), where=actual > 0)
-    both = precision + recall
-    f1 = np.divide(2 * precision * recall, both, out=np.zeros_like(both), where=both > 0)
-    return [
-        {
-            "class": name,
-            "precision": float(precision[i]),
-            "recall": float(recall[i]),
-            "f1": float(f1[i]),
-            "support": int(actual[i]),
-        }
-        for i, name in enumerate(label_names)
-    ]
+    """Precision, recall and F1 per class; None where undefined: precision of a class never
+    predicted, recall of a class with no eval image, F1 of a class neither seen nor predicted
+    (F1 = 2TP / (2TP + FP + FN): 0 for a class seen but never predicted, as it has no hits)."""
+    rows = []
+    for i, name in enumerate(label_names):
+        true_positives = float(matrix[i, i])
+        predicted, actual = float(matrix[:, i].sum()), float(matrix[i].sum())
+        rows.append(
+            {
+                "class": name,
+                "precision": _ratio(true_positives, predicted),
+                "recall": _ratio(true_positives, actual),
+                "f1": _ratio(2 * true_positives, predicted + actual),
+                "support": int(actual),
+            }
+        )
+    return rows
+
+
+def macro_f1(per_class: list[dict]) -> float | None:
+    """The mean F1 over the classes whose F1 is defined; None when none is."""
+    defined = [row["f1"] for row in per_class if row["f1"] is not None]
+    return float(np.mean(defined)) if defined else None
+
+
+def shown(value: float | None, digits: int = 3) -> str:
+    """A metric for people: UNDEFINED for None, else rounded to `digits`."""
+    return UNDEFINED if value is None else f"{value:.{digits}f}"
 
 
 def confused_pairs(matrix: np.ndarray, label_names: list[str], top: int = TOP_PAIRS) -> list[dict]:
@@ -127,7 +149,7 @@ def build_report(
     return {
         "examples": int(labels.size),
         "accuracy": float(np.trace(matrix) / max(labels.size, 1)),
-        "macro_f1": float(np.mean([row["f1"] for row in per_class])),
+        "macro_f1": macro_f1(per_class),
         "per_class": per_class,
         "labels": label_names,
         "confusion_matrix": matrix.tolist(),
@@ -163,15 +185,55 @@ def confusion_matrix_png(matrix: np.ndarray, label_names: list[str]) -> bytes:
     return buffer.getvalue()
 
 
-def score_split(saved_model_dir: str, files: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Labels, probabilities and source paths of every example in `files`, in file order."""
+@dataclasses.dataclass(frozen=True)
+class EvalScores:
+    """The SavedModel's answer on every eval example, in the split's file order."""
+
+    labels: np.ndarray  # int64 [n]
+    probabilities: np.ndarray  # float32 [n, classes], label-id order
+    source_paths: list[str]
+
+
+def score_split(saved_model_dir: str, files: list[str]) -> EvalScores:
+    """Every example in `files`, in file order, scored by the SavedModel's serving_default."""
     serve = tf.saved_model.load(saved_model_dir).signatures[EXAMPLES_SIGNATURE]
     labels, probabilities, paths = [], [], []
     for batch in read_batches(files):
         probabilities.append(serve(examples=batch.records)["probabilities"].numpy())
         labels.append(batch.labels)
         paths.extend(batch.source_paths)
-    return np.concatenate(labels), np.concatenate(probabilities), paths
+    return EvalScores(np.concatenate(labels), np.concatenate(probabilities), paths)
+
+
+def write_scores(scores: EvalScores, directory: str) -> None:
+    buffer = io.BytesIO()
+    np.savez_compressed(
+        buffer,
+        labels=scores.labels,
+        probabilities=scores.probabilities,
+        source_paths=np.array(scores.source_paths, dtype=str),
+    )
+    with FileSystems.create(os.path.join(directory, SCORES_FILE)) as handle:
+        handle.write(buffer.getvalue())
+
+
+def read_scores(report_uri: str) -> EvalScores:
+    """The per-example scores an EvaluationReport artifact holds."""
+    with FileSystems.open(os.path.join(report_uri, SCORES_FILE)) as handle:
+        stored = np.load(io.BytesIO(handle.read()), allow_pickle=False)
+        return EvalScores(
+            stored["labels"], stored["probabilities"], stored["source_paths"].tolist()
+        )
+
+
+def read_report(report_uri: str) -> dict | None:
+    """evaluation.json of an EvaluationReport artifact (see build_report for its keys); None
+    when its files are gone (a pipeline root cleaned by hand)."""
+    path = os.path.join(report_uri, REPORT_FILE)
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path) as handle:
+        return json.loads(handle.read())
 
 
 def write_report(report: dict, directory: str) -> None:
@@ -197,11 +259,16 @@ def EvaluationReportGen(  # noqa: N802  TFX component names are classes
     report: tfx.dsl.components.OutputArtifact[EvaluationReport],
     eval_split: tfx.dsl.components.Parameter[str] = "eval",
 ) -> None:
-    """Scores `eval_split` with the exported model and writes the readable evaluation."""
+    """Scores `eval_split` with the exported model; writes the readable evaluation and the
+    per-example scores."""
     saved_model_dir = path_utils.serving_model_path(model.uri)
-    labels, probabilities, paths = score_split(saved_model_dir, split_files(examples, eval_split))
-    built = build_report(read_label_names(saved_model_dir), labels, probabilities, paths)
+    scores = score_split(saved_model_dir, split_files(examples, eval_split))
+    built = build_report(
+        read_label_names(saved_model_dir), scores.labels, scores.probabilities, scores.source_paths
+    )
     write_report(built, report.uri)
+    write_scores(scores, report.uri)
     report.set_float_custom_property("accuracy", built["accuracy"])
-    report.set_float_custom_property("macro_f1", built["macro_f1"])
+    if built["macro_f1"] is not None:
+        report.set_float_custom_property("macro_f1", built["macro_f1"])
     report.set_int_custom_property("misclassified", built["misclassified_count"])

@@ -2,7 +2,7 @@
 
 The card (model_card.json, and model_card.md for people) gathers what a reviewer needs in one
 place: labels, input spec (read from the SavedModel's signatures), training data per class, TFMA
-metrics overall and per class with the thresholds and the baseline, the readable evaluation, the
+metrics with the thresholds and the baseline, the readable evaluation (per-class metrics), the
 serving check, the TFLite comparison, the trainer's own reports (every JSON file the Trainer wrote
 at the top of its model run folder, read as-is), the ML Metadata ids of the model and its
 examples, and package versions.
@@ -28,6 +28,7 @@ from tfx.types import artifact, artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
 from components import evaluation_report, metadata_keys, serving_check, tflite_export
+from components.evaluation_report import shown
 from components.trainer.serving_assets import read_label_names
 from components.transform_module import class_counts
 
@@ -80,8 +81,8 @@ def signature_spec(saved_model_dir: str) -> dict:
 
 
 def tfma_summary(evaluation_uri: str) -> dict:
-    """The candidate's and the baseline's metrics (overall and per sub key, e.g. classId:2), the
-    thresholds, and whether validation passed."""
+    """The candidate's and the baseline's metrics (overall, and per sub key where a metric has
+    them), the thresholds, and whether validation passed."""
     config = tfma.load_eval_result(evaluation_uri).config
     models = {}
     for spec in config.model_specs:
@@ -167,7 +168,9 @@ def build_card(
     pushed_model: artifact.Artifact,
 ) -> dict:
     saved_model_dir = path_utils.serving_model_path(model.uri)
-    readable = _read_json(report.uri, evaluation_report.REPORT_FILE)
+    readable = evaluation_report.read_report(report.uri)
+    if readable is None:
+        raise FileNotFoundError(f"no {evaluation_report.REPORT_FILE} in {report.uri}")
     tflite_report = _read_json(tflite.uri, tflite_export.REPORT_FILE)
     pushed = bool(pushed_model.get_int_custom_property("pushed"))
     return {
@@ -253,7 +256,7 @@ def card_markdown(card: dict) -> str:
     for row in metrics["per_class"]:
         lines.append(
             f"| {row['class']} | {train_counts.get(row['class'], 0)} | {row['support']} | "
-            f"{row['precision']:.3f} | {row['recall']:.3f} | {row['f1']:.3f} |"
+            f"{shown(row['precision'])} | {shown(row['recall'])} | {shown(row['f1'])} |"
         )
     overall = tfma_metrics["candidate"].get("overall", {})
     baseline = (tfma_metrics["baseline"] or {}).get("overall", {})
@@ -261,7 +264,7 @@ def card_markdown(card: dict) -> str:
     for name, value in sorted(overall.items()):
         compared = f" (baseline {baseline[name]:.4f})" if name in baseline else ""
         lines.append(f"- {name}: {value:.4f}{compared}")
-    lines.append(f"- macro F1: {metrics['macro_f1']:.4f}")
+    lines.append(f"- macro F1: {shown(metrics['macro_f1'], 4)}")
     for threshold in tfma_metrics["thresholds"]:
         rule = {key: value for key, value in threshold.items() if key != "metric"}
         lines.append(f"- threshold on {threshold['metric']}: `{json.dumps(rule)}`")

@@ -1,6 +1,10 @@
 """TFLiteExport: float32 and float16 TFLite models of the trained classifier, each scored on the
 eval split against the SavedModel it came from.
 
+The SavedModel's answers are not recomputed: EvaluationReportGen scored the eval split once and
+stored every example's probabilities; the TFLite models run on the same examples (checked by
+source path, in the same order) and are compared with those.
+
 The TFLite models take decoded pixels: float32 [batch, size, size, 3] RGB in 0..255, already
 resized to the model's input size (what an app gets from the platform's image decoder), and
 return float32 probabilities [batch, classes] in label-id order; normalization is inside them.
@@ -15,7 +19,6 @@ import os
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_transform as tft
 import tf_keras as keras
 from apache_beam.io.filesystems import FileSystems
 from tensorflow.lite.python.convert_phase import ConverterError
@@ -25,9 +28,10 @@ from tfx.utils import path_utils
 
 from components import metadata_keys
 from components.eval_split import read_batches, split_files
-from components.trainer.export import EXAMPLES_SIGNATURE, IMAGES_SIGNATURE
+from components.evaluation_report import EvalScores, EvaluationReport, read_scores
+from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.preprocessing import CHANNELS, Normalization, decode_and_resize, normalize
-from components.transform_module import normalization_from_transform
+from components.trainer.serving_assets import read_normalization
 
 FILES = {"float32": "model_float32.tflite", "float16": "model_float16.tflite"}
 REPORT_FILE = "tflite_report.json"
@@ -94,30 +98,45 @@ def tflite_probabilities(flatbuffer: bytes, pixels: np.ndarray) -> np.ndarray:
 
 
 def compare_on_split(
-    saved_model_dir: str, flatbuffers: dict[str, bytes], files: list[str], image_size: int
+    scores: EvalScores, flatbuffers: dict[str, bytes], files: list[str], image_size: int
 ) -> dict:
-    """Accuracy of the SavedModel (serving_default on the serialized Examples) and of each TFLite
-    model (on the same images, decoded and resized by the training preprocessing)."""
-    serve = tf.saved_model.load(saved_model_dir).signatures[EXAMPLES_SIGNATURE]
-    correct = {"saved_model": 0, **dict.fromkeys(flatbuffers, 0)}
+    """Accuracy of the SavedModel (its stored scores) and of each TFLite model on the same
+    images, decoded and resized by the training preprocessing; `files` must hold exactly the
+    examples that were scored, in the same order."""
+    reference_labels = scores.probabilities.argmax(1)
+    correct = dict.fromkeys(flatbuffers, 0)
     agree = dict.fromkeys(flatbuffers, 0)
     max_difference = dict.fromkeys(flatbuffers, 0.0)
     total = 0
     for batch in read_batches(files):
-        reference = serve(examples=batch.records)["probabilities"].numpy()
+        rows = slice(total, total + len(batch.labels))
+        if batch.source_paths != scores.source_paths[rows]:
+            raise ValueError(
+                "the stored eval scores do not belong to these examples: from example "
+                f"{total} on, the split has {batch.source_paths[:1]}, the scores "
+                f"{scores.source_paths[rows][:1]}"
+            )
         pixels = tf.map_fn(
             lambda encoded: decode_and_resize(encoded, image_size),
             batch.images,
             fn_output_signature=tf.TensorSpec([image_size, image_size, CHANNELS], tf.float32),
         ).numpy()
+        reference = scores.probabilities[rows]
         total += len(batch.labels)
-        correct["saved_model"] += int(np.sum(reference.argmax(1) == batch.labels))
         for name, flatbuffer in flatbuffers.items():
             found = tflite_probabilities(flatbuffer, pixels)
             correct[name] += int(np.sum(found.argmax(1) == batch.labels))
-            agree[name] += int(np.sum(found.argmax(1) == reference.argmax(1)))
+            agree[name] += int(np.sum(found.argmax(1) == reference_labels[rows]))
             max_difference[name] = max(max_difference[name], float(np.abs(found - reference).max()))
-    accuracy = {name: count / total for name, count in correct.items()}
+    if total != len(scores.source_paths):
+        raise ValueError(
+            f"the stored eval scores do not belong to these examples: {len(scores.source_paths)} "
+            f"were scored, the split has {total}"
+        )
+    accuracy = {
+        "saved_model": float(np.mean(reference_labels == scores.labels)),
+        **{name: count / total for name, count in correct.items()},
+    }
     return {
         "examples": total,
         "accuracy": accuracy,
@@ -133,16 +152,17 @@ def compare_on_split(
 def TFLiteExport(  # noqa: N802  TFX component names are classes
     model: tfx.dsl.components.InputArtifact[standard_artifacts.Model],
     examples: tfx.dsl.components.InputArtifact[standard_artifacts.Examples],
-    transform_graph: tfx.dsl.components.InputArtifact[standard_artifacts.TransformGraph],
+    readable_evaluation: tfx.dsl.components.InputArtifact[EvaluationReport],
     tflite: tfx.dsl.components.OutputArtifact[TFLiteModel],
     eval_split: tfx.dsl.components.Parameter[str] = "eval",
 ) -> None:
     """Converts the model to float32 and float16 TFLite and scores both on `eval_split` against
-    the SavedModel; writes the .tflite files and tflite_report.json."""
+    the SavedModel's stored scores (readable_evaluation, which scored the same split); writes
+    the .tflite files and tflite_report.json."""
     saved_model_dir = path_utils.serving_model_path(model.uri)
     keras_model = keras.models.load_model(saved_model_dir, compile=False)
     image_size = int(keras_model.input_shape[1])
-    normalization = normalization_from_transform(tft.TFTransformOutput(transform_graph.uri))
+    normalization = read_normalization(saved_model_dir)
     function = pixels_function(keras_model, image_size, normalization)
     flatbuffers, failed = convert_all(function, keras_model)
     for name, flatbuffer in flatbuffers.items():
@@ -166,7 +186,10 @@ def TFLiteExport(  # noqa: N802  TFX component names are classes
             "resizes with its platform's image library",
         },
         "eval": compare_on_split(
-            saved_model_dir, flatbuffers, split_files(examples, eval_split), image_size
+            read_scores(readable_evaluation.uri),
+            flatbuffers,
+            split_files(examples, eval_split),
+            image_size,
         ),
     }
     with FileSystems.create(os.path.join(tflite.uri, REPORT_FILE)) as handle:

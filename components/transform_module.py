@@ -49,7 +49,9 @@ def preprocessing_fn(inputs: dict, custom_config: dict) -> dict:
 
 
 def normalization_from_transform(transform_output: tft.TFTransformOutput) -> Normalization:
-    """The train split's pixel statistics baked into a transform graph."""
+    """The train split's pixel statistics baked into a transform graph, for training (the Trainer
+    and the Tuner's trials); an export records them in assets.extra/normalization.json, which
+    every later reader uses (components/trainer/serving_assets.py)."""
     probe = _probe_example()
     raw = tf.io.parse_example([probe], transform_output.raw_feature_spec())
     transformed = transform_output.transform_features_layer()(raw)

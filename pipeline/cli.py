@@ -715,11 +715,16 @@ def _print_model_reports(summary) -> None:
         print(f"serving check: {verdict}{timing}")
     evaluation = summary.evaluation
     if evaluation is not None:
-        print(f"eval per class (precision / recall / F1), macro F1 {evaluation['macro_f1']:.3f}:")
+        from components.evaluation_report import shown
+
+        print(
+            "eval per class (precision / recall / F1; - where undefined), "
+            f"macro F1 {shown(evaluation['macro_f1'])}:"
+        )
         for row in evaluation["per_class"]:
             print(
-                f"  {row['class']:<20} {row['precision']:.3f} / {row['recall']:.3f} / "
-                f"{row['f1']:.3f}  ({row['support']} images)"
+                f"  {row['class']:<20} {shown(row['precision'])} / {shown(row['recall'])} / "
+                f"{shown(row['f1'])}  ({row['support']} images)"
             )
         pairs = ", ".join(
             f"{p['true']} -> {p['predicted']} ({p['count']})" for p in evaluation["most_confused"]

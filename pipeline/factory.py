@@ -21,7 +21,6 @@ from components import trainer_module, transform_module, tuner_module
 from components.curated_schema_gen import CuratedSchemaGen
 from components.data_gate import DataGate
 from components.evaluation_report import EvaluationReportGen
-from components.evaluator import Evaluator
 from components.image_example_gen import ImageExampleGen
 from components.metadata_keys import CODE_FINGERPRINT_KEY, TRAINER_CONFIG_KEY
 from components.model_card import ModelCardGen
@@ -60,9 +59,9 @@ DRIFT_SPLIT = "train"  # the split compared across spans (eval splits are small 
 
 
 def eval_config(min_accuracy: float) -> tfma.EvalConfig:
-    """Accuracy with an absolute floor and no regression against the baseline model, precision
-    and recall of each class (by label id; components/evaluator.py sets the ids from the ingest's
-    label map at run time), a confusion matrix, and the example count."""
+    """Accuracy with an absolute floor and no regression against the baseline model, a confusion
+    matrix, and the example count. Per-class metrics are EvaluationReportGen's, the one place
+    they are computed."""
     accuracy_threshold = tfma.MetricThreshold(
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_accuracy}),
         change_threshold=tfma.GenericChangeThreshold(
@@ -87,13 +86,6 @@ def eval_config(min_accuracy: float) -> tfma.EvalConfig:
                     ),
                     tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
                 ]
-            ),
-            tfma.MetricsSpec(
-                metrics=[
-                    tfma.MetricConfig(class_name="Precision"),
-                    tfma.MetricConfig(class_name="Recall"),
-                ],
-                binarize=tfma.BinarizationOptions(),
             ),
         ],
     )
@@ -281,7 +273,7 @@ def create_pipeline(
         },
     )
     baseline = baseline_resolver(trainer.outputs["model"])
-    evaluator = Evaluator(  # TFX's, with per-class metrics over the classes the ingest accepted
+    evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline.outputs[MODEL_KEY],
@@ -289,13 +281,13 @@ def create_pipeline(
         eval_config=eval_config(config.min_accuracy),
     )
     serving_check = ServingCheck(model=trainer.outputs["model"])
-    tflite_export = TFLiteExport(
-        model=trainer.outputs["model"],
-        examples=example_gen.outputs["examples"],
-        transform_graph=transform.outputs["transform_graph"],
-    )
     evaluation_report = EvaluationReportGen(
         model=trainer.outputs["model"], examples=example_gen.outputs["examples"]
+    )
+    tflite_export = TFLiteExport(  # compared with the SavedModel scores the report stored
+        model=trainer.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        readable_evaluation=evaluation_report.outputs["report"],
     )
     pusher = tfx.components.Pusher(
         model=trainer.outputs["model"],
@@ -336,8 +328,8 @@ def create_pipeline(
             baseline,
             evaluator,
             serving_check,
-            tflite_export,
             evaluation_report,
+            tflite_export,
             pusher,
             model_card,
         ],

@@ -8,7 +8,8 @@ into the graph, so serving cannot drift from training:
     tf.Example.
 Both return class_ids (int64 [batch]), class_names (string [batch]) and probabilities (float32
 [batch, classes], in label-id order).
-assets.extra/ holds TensorFlow Serving warmup requests and the label names (serving_assets.py).
+assets.extra/ holds TensorFlow Serving warmup requests, the label names and the normalization
+constants (serving_assets.py).
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ def export_model(
     signatures = {EXAMPLES_SIGNATURE: serve_examples, IMAGES_SIGNATURE: serve_images}
     model.save(export_dir, save_format="tf", signatures=signatures)
     write_serving_assets(
-        export_dir, image_size, list(label_names), EXAMPLES_SIGNATURE, IMAGES_SIGNATURE
+        export_dir,
+        image_size,
+        list(label_names),
+        normalization,
+        EXAMPLES_SIGNATURE,
+        IMAGES_SIGNATURE,
     )
     return export_dir

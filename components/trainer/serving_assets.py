@@ -5,6 +5,8 @@
     does not pay for lazy initialization; the serving check replays the same records.
   labels.txt: class names in label-id order (one per line), for top-k answers: the signatures
     return the name of the top class only.
+  normalization.json: the per-channel pixel mean and std baked into the signatures, for clients
+    that feed the bare network (the TFLite export) and must normalize exactly as it was trained.
 
 Plain TensorFlow and the tensorflow-serving-api protos only: the serving check reads these files in
 a fresh process without Keras or TFX.
@@ -12,17 +14,20 @@ a fresh process without Keras or TFX.
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
+from components.trainer.preprocessing import Normalization
 from data_prep import features
 
 ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"  # the name TensorFlow Serving looks for
 LABELS_FILE = "labels.txt"
+NORMALIZATION_FILE = "normalization.json"
 EXAMPLES_INPUT = "examples"  # serving_default's input
 IMAGES_INPUT = "images"  # serving_images' input
 
@@ -68,6 +73,7 @@ def write_serving_assets(
     export_dir: str,
     image_size: int,
     label_names: list[str],
+    normalization: Normalization,
     examples_signature: str,
     images_signature: str,
 ) -> None:
@@ -78,6 +84,8 @@ def write_serving_assets(
             writer.write(log.SerializeToString())
     with tf.io.gfile.GFile(os.path.join(extra, LABELS_FILE), "w") as handle:
         handle.write("".join(f"{name}\n" for name in label_names))
+    with tf.io.gfile.GFile(os.path.join(extra, NORMALIZATION_FILE), "w") as handle:
+        json.dump({"mean": list(normalization.mean), "std": list(normalization.std)}, handle)
 
 
 def read_warmup_requests(export_dir: str) -> list[prediction_log_pb2.PredictionLog]:
@@ -95,6 +103,16 @@ def read_label_names(export_dir: str) -> list[str]:
         raise FileNotFoundError(f"{export_dir} is not an imgpipe export: no {path}")
     with tf.io.gfile.GFile(path) as handle:
         return handle.read().splitlines()
+
+
+def read_normalization(export_dir: str) -> Normalization:
+    """The normalization the export's signatures apply, as the export wrote it."""
+    path = os.path.join(export_dir, ASSETS_EXTRA, NORMALIZATION_FILE)
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{export_dir} has no {path}: exported before it was written")
+    with tf.io.gfile.GFile(path) as handle:
+        values = json.load(handle)
+    return Normalization(tuple(values["mean"]), tuple(values["std"])).validate()
 
 
 def request_inputs(request: predict_pb2.PredictRequest) -> dict[str, tf.Tensor]:

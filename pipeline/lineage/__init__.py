@@ -6,7 +6,7 @@ here for callers that ask one question."""
 
 from pipeline.lineage.diff import Change, RunDiff, diff_runs, run_facts
 from pipeline.lineage.images import ImageLineage, ImageMatch, image_lineage
-from pipeline.lineage.metrics import eval_accuracy, per_class_metrics, validation_failures
+from pipeline.lineage.metrics import eval_accuracy, validation_failures
 from pipeline.lineage.models import (
     Dataset,
     Evaluation,
@@ -68,7 +68,6 @@ __all__ = [
     "list_runs",
     "model_label_map",
     "model_lineage",
-    "per_class_metrics",
     "producer_of",
     "run_artifacts",
     "run_executions",

@@ -1,5 +1,6 @@
 """The evaluation metrics a run summary shows, read from a ModelEvaluation artifact with TFMA's
-own reader (TFMA loads when first asked)."""
+own reader (TFMA loads when first asked): the gate's accuracy and failed thresholds. Per-class
+metrics are the readable evaluation's (components/evaluation_report.py), not TFMA's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import json
 import logging
 
 HEADLINE_METRIC = "sparse_categorical_accuracy"
-PER_CLASS_METRICS = ("precision", "recall")
 
 
 def _overall(evaluation_uri: str, model: str):
@@ -39,18 +39,6 @@ def eval_accuracy(evaluation_uri: str) -> float | None:
     finally:
         tf_logger.setLevel(level)
     return None
-
-
-@functools.lru_cache(maxsize=64)
-def per_class_metrics(evaluation_uri: str) -> dict[int, dict[str, float]]:
-    """The candidate's precision and recall of each class (TFMA metrics binarized by class id)
-    on the overall slice; NaN where undefined (a class never predicted has no precision)."""
-    per_class: dict[int, dict[str, float]] = {}
-    for key, value in _overall(evaluation_uri, model=""):
-        if key.name in PER_CLASS_METRICS and key.sub_key.HasField("class_id"):
-            values = per_class.setdefault(key.sub_key.class_id.value, {})
-            values[key.name] = value.double_value.value
-    return {class_id: dict(sorted(per_class[class_id].items())) for class_id in sorted(per_class)}
 
 
 @functools.lru_cache(maxsize=64)

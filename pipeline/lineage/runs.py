@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
 from pipeline import exit_codes, run_guard
-from pipeline.lineage.metrics import eval_accuracy, per_class_metrics, validation_failures
+from pipeline.lineage.metrics import eval_accuracy, validation_failures
 from pipeline.lineage.store import (
     EXECUTION_RESULT_PROPERTY,
     LEGACY_COMPONENT_PROPERTY,
@@ -31,7 +30,6 @@ from pipeline.lineage.store import (
     iso_time,
     plain_properties,
     plain_value,
-    read_json,
 )
 
 # Which stage stopped a run from pushing (PipelineRun.stopped_by), unless a component failed.
@@ -70,11 +68,10 @@ class PipelineRun:
     # Files found, accepted, rejected and ignored by the ingest, and its report's path.
     ingest_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     ingest_report: str | None = None
-    # Eval precision and recall of each class, by label id (read with the accuracy).
-    per_class: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
     # ServingCheck: blessed, load_seconds, latency_p50_ms, latency_p99_ms, problems (if refused).
     serving_check: dict | None = None
-    # EvaluationReportGen: accuracy, macro_f1, per_class, most_confused, misclassified_count, uri.
+    # EvaluationReportGen: accuracy, macro_f1, per_class (precision, recall, F1 and support of
+    # each class, None where undefined), most_confused, misclassified_count, uri.
     evaluation: dict | None = None
     # TFLiteExport: saved_model_accuracy and <float32|float16>_accuracy_gap_points.
     tflite: dict | None = None
@@ -253,7 +250,6 @@ def _summarize(graph: MetadataGraph, members: _RunMembers, metrics: bool) -> Pip
     if "evaluation" in first and metrics:
         evaluation_uri = graph.artifact(first["evaluation"]).uri
         outcome["eval_accuracy"] = eval_accuracy(evaluation_uri)
-        outcome["per_class"] = per_class_metrics(evaluation_uri)
     outcome.update(_data(graph, first, components, outputs))
     outcome.update(_model_reports(graph, first))
     if "pushed_model" in first:
@@ -415,12 +411,13 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
     if "tflite" in first:
         reports["tflite"] = plain_properties(graph.artifact(first["tflite"]))
     if "readable_evaluation" in first:
-        from components.evaluation_report import REPORT_FILE
+        from components.evaluation_report import read_report
 
         uri = graph.artifact(first["readable_evaluation"]).uri
-        report = read_json(os.path.join(uri, REPORT_FILE))
-        keys = ("accuracy", "macro_f1", "per_class", "most_confused", "misclassified_count")
-        reports["evaluation"] = {**{key: report.get(key) for key in keys}, "uri": uri}
+        report = read_report(uri)
+        if report is not None:
+            keys = ("accuracy", "macro_f1", "per_class", "most_confused", "misclassified_count")
+            reports["evaluation"] = {**{key: report[key] for key in keys}, "uri": uri}
     if "model_card" in first:
         card = graph.artifact(first["model_card"])
         placed = card.custom_properties.get(metadata_keys.PLACED_AT_PROPERTY)

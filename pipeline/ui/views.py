@@ -220,13 +220,13 @@ def confusion_cells(matrix: list[list[int]]) -> tuple[tuple[tuple[int, float], .
 
 
 def _evaluation(artifacts: dict, images: dict) -> EvaluationView | None:
-    from components.evaluation_report import REPORT_FILE
+    from components.evaluation_report import read_report
 
     report_artifact = artifacts.get("readable_evaluation")
     if report_artifact is None:
         return None
-    report = _read_json(posixpath.join(report_artifact.uri, REPORT_FILE))
-    if not report:
+    report = read_report(report_artifact.uri)
+    if report is None:
         return None
     listed = report.get("misclassified", [])
     found = {}

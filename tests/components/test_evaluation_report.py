@@ -41,8 +41,34 @@ def test_confusion_matrix_and_per_class_metrics():
     assert rows["dog"]["precision"] == pytest.approx(2 / 3)
     assert rows["dog"]["recall"] == 1.0
     assert rows["dog"]["f1"] == pytest.approx(0.8)
-    # Never predicted, never right: zeros, not a division error.
-    assert rows["emu"] == {"class": "emu", "precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
+    # Never predicted: no precision (None, not 0); seen once and missed: recall and F1 are 0.
+    assert rows["emu"] == {
+        "class": "emu",
+        "precision": None,
+        "recall": 0.0,
+        "f1": 0.0,
+        "support": 1,
+    }
+
+
+def test_an_undefined_metric_is_none_in_the_report_null_in_its_json_and_shown_as_a_dash(tmp_path):
+    names = [*NAMES, "yak"]  # a class with no eval image that the model never predicts
+    built = report.build_report(names, LABELS, np.pad(PROBABILITIES, ((0, 0), (0, 1))), PATHS)
+
+    yak = built["per_class"][3]
+    assert yak == {"class": "yak", "precision": None, "recall": None, "f1": None, "support": 0}
+    # The macro F1 averages the classes whose F1 is defined.
+    assert built["macro_f1"] == pytest.approx((2 / 3 + 0.8 + 0.0) / 3)
+    report.write_report(built, str(tmp_path))
+    with open(tmp_path / report.REPORT_FILE) as handle:
+        assert json.load(handle)["per_class"][3]["recall"] is None
+    assert report.read_report(str(tmp_path))["per_class"][3] == yak
+    assert [report.shown(yak[key]) for key in ("precision", "recall", "f1")] == ["-"] * 3
+    assert report.shown(2 / 3) == "0.667"
+
+
+def test_a_report_whose_files_are_gone_reads_as_none(tmp_path):
+    assert report.read_report(str(tmp_path)) is None
 
 
 def test_confused_pairs_and_misclassified_images():
@@ -108,3 +134,9 @@ def test_component_scores_every_eval_example_and_names_the_mistakes(
     # Source paths come from the Examples (the conftest writes '<label>/<index>.jpg').
     assert all(row["source_path"].startswith(f"{row['true']}/") for row in mistakes)
     assert os.path.getsize(tmp_path / report.CONFUSION_PNG) > 0
+    # Every example's scores are kept, in the split's order, for TFLiteExport to compare with.
+    scores = report.read_scores(str(tmp_path))
+    assert scores.probabilities.shape == (EVAL_EXAMPLES, 3) == (len(scores.source_paths), 3)
+    np.testing.assert_allclose(scores.probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    assert float(np.mean(scores.probabilities.argmax(1) == scores.labels)) == written["accuracy"]
+    assert len(set(scores.source_paths)) == EVAL_EXAMPLES

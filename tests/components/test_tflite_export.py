@@ -1,7 +1,10 @@
 """TFLite conversion: the float32 model answers as the Keras model does, float16 closely; the ops
 that keep the bytes -> probabilities signature out of TFLite are named; the eval-split comparison
-scores the SavedModel and each TFLite model on the same images."""
+scores each TFLite model on the images the SavedModel's stored scores belong to, and refuses
+scores of other images."""
 
+import dataclasses
+import json
 import os
 
 import numpy as np
@@ -10,7 +13,7 @@ import tensorflow as tf
 import tf_keras as keras
 from tensorflow.lite.python.convert_phase import ConverterError
 
-from components import tflite_export
+from components import evaluation_report, tflite_export
 from components.eval_split import split_files
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.preprocessing import normalize
@@ -58,18 +61,38 @@ def test_unconvertible_ops_of_the_bytes_signature_are_the_ones_the_report_names(
 def test_eval_split_comparison_scores_every_model_on_the_same_images(converted, examples_artifact):
     saved_model_dir, _, size, flatbuffers = converted
     files = split_files(examples_artifact, "eval")
+    scores = evaluation_report.score_split(saved_model_dir, files)
 
-    compared = tflite_export.compare_on_split(saved_model_dir, flatbuffers, files, size)
+    compared = tflite_export.compare_on_split(scores, flatbuffers, files, size)
 
     assert compared["examples"] == EVAL_EXAMPLES
     accuracy = compared["accuracy"]
     assert set(accuracy) == {"saved_model", "float32", "float16"}
+    assert accuracy["saved_model"] == np.mean(scores.probabilities.argmax(1) == scores.labels)
     for name in ("float32", "float16"):
         gap = 100 * (accuracy["saved_model"] - accuracy[name])
         assert compared["accuracy_gap_points"][name] == pytest.approx(gap)
     # Same preprocessing, same weights: float32 TFLite matches the SavedModel exactly.
     assert compared["max_abs_probability_difference"]["float32"] <= 1e-5
     assert compared["top1_agreement"]["float32"] == 1.0
+
+
+def test_scores_of_other_examples_are_refused(converted, examples_artifact):
+    saved_model_dir, _, size, flatbuffers = converted
+    files = split_files(examples_artifact, "eval")
+    scores = evaluation_report.score_split(saved_model_dir, files)
+    reordered = dataclasses.replace(scores, source_paths=scores.source_paths[::-1])
+    fewer = dataclasses.replace(
+        scores,
+        labels=scores.labels[:-1],
+        probabilities=scores.probabilities[:-1],
+        source_paths=scores.source_paths[:-1],
+    )
+
+    with pytest.raises(ValueError, match="do not belong"):
+        tflite_export.compare_on_split(reordered, flatbuffers, files, size)
+    with pytest.raises(ValueError, match="do not belong"):
+        tflite_export.compare_on_split(fewer, flatbuffers, files, size)
 
 
 def test_a_model_tflite_cannot_express_gets_the_refused_ops_not_a_crash():
@@ -83,3 +106,35 @@ def test_a_model_tflite_cannot_express_gets_the_refused_ops_not_a_crash():
     assert converted == {}
     assert set(failed) == set(tflite_export.FILES)
     assert all("tf.AsString" in ops for ops in failed.values())
+
+
+def test_component_compares_with_the_evaluation_reports_stored_scores(
+    model_artifact, examples_artifact, tmp_path
+):
+    report = evaluation_report.EvaluationReport()
+    report.uri = str(tmp_path / "report")
+    evaluation_report.EvaluationReportGen.EXECUTOR_SPEC.executor_class().Do(
+        {"model": [model_artifact], "examples": [examples_artifact]},
+        {"report": [report]},
+        {"eval_split": "eval"},
+    )
+    output = tflite_export.TFLiteModel()
+    output.uri = str(tmp_path / "tflite")
+
+    tflite_export.TFLiteExport.EXECUTOR_SPEC.executor_class().Do(
+        {
+            "model": [model_artifact],
+            "examples": [examples_artifact],
+            "readable_evaluation": [report],
+        },
+        {"tflite": [output]},
+        {"eval_split": "eval"},
+    )
+
+    with open(tmp_path / "tflite" / tflite_export.REPORT_FILE) as handle:
+        written = json.load(handle)
+    readable = evaluation_report.read_report(report.uri)
+    assert written["eval"]["examples"] == readable["examples"] == EVAL_EXAMPLES
+    assert written["eval"]["accuracy"]["saved_model"] == readable["accuracy"]
+    assert output.get_float_custom_property("saved_model_accuracy") == readable["accuracy"]
+    assert sorted(written["files"]) == ["float16", "float32"]

@@ -27,7 +27,8 @@ def test_the_pipeline_pushes_a_model_for_the_real_classes(summary):
     assert {c.node: c.state for c in summary.components} == {name: "ran" for name in COMPONENTS}
     assert summary.pushed_to is not None
     assert summary.class_names == LABELS
-    assert sorted(summary.per_class) == [0, 1, 2]  # the Evaluator's classes: the label map's
+    # The evaluation's classes are the label map's.
+    assert [row["class"] for row in summary.evaluation["per_class"]] == list(LABELS)
 
 
 def test_the_summary_names_the_classes_left_out(summary):

@@ -6,7 +6,6 @@ invalidate exactly what they should, and a model below the threshold is not push
 import csv
 import dataclasses
 import json
-import math
 import os
 
 import numpy as np
@@ -48,11 +47,12 @@ def test_first_run_runs_every_component_and_pushes_a_blessed_model(first_run):
     assert summary.class_names == LABELS
     assert summary.ingest_counts == {"found": 30, "accepted": 30, "rejected": 0, "ignored": 0}
     assert os.path.exists(summary.ingest_report)
-    assert sorted(summary.per_class) == [0, 1, 2]
-    for metrics in summary.per_class.values():
-        assert sorted(metrics) == ["precision", "recall"]
-        # NaN where undefined: runlocal's model may never predict a class (precision 0/0).
-        assert all(math.isnan(value) or 0.0 <= value <= 1.0 for value in metrics.values())
+    per_class = summary.evaluation["per_class"]
+    assert [row["class"] for row in per_class] == list(LABELS)
+    for row in per_class:
+        # None where undefined: runlocal's model may never predict a class (precision 0/0).
+        values = [row[key] for key in ("precision", "recall", "f1")]
+        assert all(value is None or 0.0 <= value <= 1.0 for value in values)
 
     # The Trainer's performance report, read back from the Model artifact in MLMD.
     performance = summary.training_performance

@@ -1,5 +1,6 @@
 """Both serving signatures run the training preprocessing and agree with each other and with the
-training input path; the export carries valid TF Serving warmup requests and its label names."""
+training input path; the export carries valid TF Serving warmup requests, its label names and
+the normalization its signatures apply."""
 
 import dataclasses
 import hashlib
@@ -146,3 +147,8 @@ def test_warmup_requests_are_prediction_logs_the_model_answers(exported):
         outputs = signature(**serving_assets.request_inputs(request))
         assert check_outputs(request.model_spec.signature_name, outputs, 1, LABEL_NAMES) == []
     assert serving_assets.read_label_names(model_dir) == LABEL_NAMES
+
+
+def test_the_export_names_the_normalization_its_signatures_apply(exported):
+    *_, model_dir = exported
+    assert serving_assets.read_normalization(model_dir) == NORMALIZATION
