@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from pipeline.cli import main, parse_size
+from pipeline.cli import main
+from pipeline.cli.prep import parse_size
 from tests.data_prep import image_files
 
 IN_PROCESS = ["--", "--direct_running_mode=in_memory", "--direct_num_workers=1"]
