@@ -41,4 +41,5 @@ def _run_predict(args, beam_args: list[str]) -> int:
         else:
             answer = ", ".join(f"{name} {probability:.3f}" for name, probability in result.top)
             print(f"{result.path}: {answer}")
-    return 1 if any(isinstance(result, Failure) for result in results) else 0
+    failed = any(isinstance(result, Failure) for result in results)
+    return exit_codes.COMPONENT_FAILED if failed else exit_codes.OK

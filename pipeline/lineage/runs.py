@@ -12,6 +12,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
 from pipeline import exit_codes, run_guard
+from pipeline.exit_codes import STOPPED_BY_EVALUATOR, STOPPED_BY_GATE, STOPPED_BY_SERVING_CHECK
 from pipeline.lineage.metrics import eval_accuracy, per_class_metrics, validation_failures
 from pipeline.lineage.store import (
     EXECUTION_RESULT_PROPERTY,
@@ -34,10 +35,6 @@ from pipeline.lineage.store import (
     read_json,
 )
 
-# Which stage stopped a run from pushing (PipelineRun.stopped_by), unless a component failed.
-STOPPED_BY_GATE = "data gate"
-STOPPED_BY_EVALUATOR = "evaluator"
-STOPPED_BY_SERVING_CHECK = "serving check"
 GATE_NODE = "DataGate"
 
 
@@ -81,9 +78,9 @@ class PipelineRun:
     model_card: str | None = None  # folder holding model_card.json/.md (the pushed model's)
     # The Trainer's performance report (images/s, step time, ...) from the Model's properties.
     training_performance: dict | None = None
-    # Why nothing was pushed, in one place: which stage stopped it (STOPPED_BY_GATE, _EVALUATOR,
-    # _SERVING_CHECK, or the failed component's node id) and its own words (the gate's anomalies,
-    # drift or class change; the TFMA thresholds that failed; the serving check's problems).
+    # Why nothing was pushed, in one place: which stage stopped it (one of exit_codes.STOPPED_BY_*,
+    # or the failed component's node id) and its own words (the gate's anomalies, drift or class
+    # change; the TFMA thresholds that failed; the serving check's problems).
     stopped_by: str | None = None
     not_pushed_reason: str | None = None
     # Set when the Evaluator compared with no baseline although one was blessed: why.
@@ -91,14 +88,8 @@ class PipelineRun:
 
     @property
     def exit_code(self) -> int:
-        """The `imgpipe run` exit status of this run (pipeline/exit_codes.py)."""
-        if self.pushed_to or (self.stopped_by is None and self.status != "failed"):
-            return exit_codes.OK
-        if self.stopped_by == STOPPED_BY_GATE:
-            return exit_codes.GATE_STOPPED
-        if self.stopped_by in (STOPPED_BY_EVALUATOR, STOPPED_BY_SERVING_CHECK):
-            return exit_codes.NOT_PUSHED
-        return exit_codes.COMPONENT_FAILED
+        """The `imgpipe run` exit status of this run."""
+        return exit_codes.of_run(bool(self.pushed_to), self.stopped_by, self.status == "failed")
 
 
 @dataclasses.dataclass(frozen=True)
