@@ -77,83 +77,15 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
 
 
 def _print_summary(summary, config, build_dir: str, log_path: str, store: str) -> None:
-    """This run's summary (the components were shown live as they ran)."""
-    from data_prep.plan import left_out_message
+    """This run's summary (the components were shown live as they ran), then where to look
+    further: the store, the pushed model's lineage, the run report and the log."""
+    from pipeline.lineage_format import format_run_summary
+    from pipeline.ui.report import report_path
 
-    print(f"run {summary.run_id} of pipeline {config.name}: {summary.status}")
-    if summary.span is not None:
-        news = "new data, ingested now" if summary.new_data else "unchanged input, from the cache"
-        counts = ", ".join(f"{count} {name}" for name, count in summary.ingest_counts.items())
-        print(f"data: span {summary.span} ({news}): {counts} files; {summary.ingest_report}")
-        for name in summary.classes_left_out:
-            print(f"data: {left_out_message(name)}")
-    if summary.eval_accuracy is not None:
-        print(f"eval accuracy: {summary.eval_accuracy:.4f} (threshold {config.min_accuracy})")
-    if summary.blessed is not None:
-        print(f"blessed: {'yes' if summary.blessed else 'no'}")
-    _print_outcome(summary)
-    if summary.training_performance:
-        perf = summary.training_performance
-        print(
-            f"training: {perf['images_per_second']:.1f} images/s, step "
-            f"{perf['step_time_seconds'] * 1000:.1f} ms, input wait "
-            f"{perf['input_wait_share']:.0%}, {perf['precision']}, XLA {bool(perf['xla'])}, "
-            f"{perf['replicas']} replica(s), {perf['retraces']} retrace(s)"
-        )
-    _print_model_reports(summary)
+    print(format_run_summary(summary, config.min_accuracy))
     print(f"ML Metadata: {store}; artifacts under {config.pipeline_root}")
     if summary.pushed_to:
         lineage = f"imgpipe lineage model --latest-pushed --build-dir {build_dir}"
         print(f"where the pushed model came from: {lineage}")
-    from pipeline.ui.report import report_path
-
     print(f"run report (one HTML file): {report_path(config.pipeline_root, summary.run_id)}")
     print(f"full log: {log_path}")
-
-
-def _print_outcome(summary) -> None:
-    """Whether the run pushed a model, where, or why not (the one place the summary says so)."""
-    print(f"pushed: {summary.pushed_to or 'no'}")
-    if summary.not_pushed_reason:
-        print(f"not pushed, stopped by the {summary.stopped_by}: {summary.not_pushed_reason}")
-    if summary.baseline_skipped:
-        print(f"baseline comparison skipped: {summary.baseline_skipped}")
-
-
-def _print_model_reports(summary) -> None:
-    """The serving check, the readable evaluation, TFLite and the model card of a run."""
-    check = summary.serving_check
-    if check is not None:
-        verdict = "passed" if check["blessed"] else f"refused ({check.get('problems', '')})"
-        timing = ""
-        if "latency_p50_ms" in check:
-            timing = (
-                f"; load {check['load_seconds']:.2f} s, single-image latency "
-                f"p50 {check['latency_p50_ms']:.1f} ms, p99 {check['latency_p99_ms']:.1f} ms"
-            )
-        print(f"serving check: {verdict}{timing}")
-    evaluation = summary.evaluation
-    if evaluation is not None:
-        print(f"eval per class (precision / recall / F1), macro F1 {evaluation['macro_f1']:.3f}:")
-        for row in evaluation["per_class"]:
-            print(
-                f"  {row['class']:<20} {row['precision']:.3f} / {row['recall']:.3f} / "
-                f"{row['f1']:.3f}  ({row['support']} images)"
-            )
-        pairs = ", ".join(
-            f"{p['true']} -> {p['predicted']} ({p['count']})" for p in evaluation["most_confused"]
-        )
-        print(f"most confused (true -> predicted): {pairs or 'none'}")
-        print(
-            f"misclassified eval images: {evaluation['misclassified_count']}; report, "
-            f"confusion_matrix.png and misclassified.csv in {evaluation['uri']}"
-        )
-    if summary.tflite is not None:
-        gaps = ", ".join(
-            f"{name.split('_')[0]} {value:+.2f}"
-            for name, value in sorted(summary.tflite.items())
-            if name.endswith("_gap_points")
-        )
-        print(f"TFLite accuracy, points below the SavedModel on the eval split: {gaps}")
-    if summary.model_card is not None:
-        print(f"model card: {summary.model_card}")
