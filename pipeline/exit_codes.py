@@ -13,6 +13,17 @@ GATE_STOPPED = 4  # the data gate stopped the run: anomalies, drift or a class c
 BUSY = 5  # another run of the same pipeline holds the metadata store's lock
 INTERRUPTED = 130  # Ctrl-C or SIGTERM: the run was stopped and marked as interrupted
 
+# Each status in a few words, as `imgpipe run --help` lists them.
+IN_WORDS = {
+    OK: "pushed",
+    COMPONENT_FAILED: "a component failed",
+    BAD_INPUT: "bad settings or input",
+    NOT_PUSHED: "not pushed",
+    GATE_STOPPED: "stopped by the data gate",
+    BUSY: "busy",
+    INTERRUPTED: "interrupted",
+}
+
 # The stages that stop a run from pushing without a component failing (PipelineRun.stopped_by
 # names one of them, or else the failed component's node id), and the status each gives.
 STOPPED_BY_GATE = "data gate"

@@ -20,10 +20,10 @@ def add_run(subparsers) -> None:
         "ingest and of training, then the run's summary; everything else goes to a log under "
         "BUILD_DIR/logs/ (--verbose shows it live). Without --data it generates and uses the "
         "embedded default dataset. One run at a time per pipeline and store: a second one waits "
-        "for the first (or, with --no-wait, fails at once with exit status 5). Exit status: "
-        "0 pushed, 1 a component failed, 2 bad settings or input, 3 not pushed, 4 stopped by the "
-        "data gate, 5 busy, 130 interrupted. Arguments after '--' go to Beam for every "
-        "Beam-based component.",
+        f"for the first (or, with --no-wait, fails at once with exit status {exit_codes.BUSY}). "
+        "Exit status: "
+        + ", ".join(f"{code} {words}" for code, words in exit_codes.IN_WORDS.items())
+        + ". Arguments after '--' go to Beam for every Beam-based component.",
     )
     parser.add_argument(
         "--no-wait",

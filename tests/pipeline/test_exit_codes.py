@@ -4,6 +4,7 @@ from data_prep.config import ConfigError
 from data_prep.ingest import IngestFailed
 from data_prep.sources import SourceError
 from pipeline import exit_codes
+from pipeline.cli import main
 from pipeline.cli.failures import describe_failure
 from pipeline.run_guard import RunBusy
 
@@ -19,6 +20,15 @@ def test_every_outcome_has_its_own_status():
         exit_codes.INTERRUPTED,
     ]
     assert len(set(statuses)) == len(statuses)
+    assert sorted(exit_codes.IN_WORDS) == sorted(statuses)
+
+
+def test_run_help_lists_every_status_in_words(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for code, words in exit_codes.IN_WORDS.items():
+        assert f"{code} {words}" in text
 
 
 @pytest.mark.parametrize(
