@@ -38,7 +38,7 @@ help:
 	@echo "make run-local [DATA=/path/to/images] [SET='trainer.epochs=5 ...']"
 	@echo "                                       run the pipeline (default: the embedded dataset)"
 	@echo "make test                              full test suite (builds .venv first)"
-	@echo "make test-fast                         unit tests only (about 2 minutes)"
+	@echo "make test-fast                         unit tests only (about a minute)"
 	@echo "make bench [PARTS='input ingest']      benchmarks (default: every part)"
 	@echo "make bench-gpu [OUTPUT=dir]             ResNet-50 on a CUDA machine (< 8 min; not in CI)"
 	@echo "make lint | make setup"

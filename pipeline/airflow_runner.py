@@ -114,22 +114,22 @@ def log_run_summary(
     succeed: this task runs whatever happened upstream, and as the DAG's last task it decides the
     run's state."""
     from pipeline.lineage import run_record
+    from pipeline.lineage_format import format_run_summary
 
     task_states = {task.task_id: task.state for task in dag_run.get_task_instances()}
     recorded = run_record(_store_target(metadata_path).open(), pipeline_name, ti.run_id)
+    components = tuple(  # the legacy launcher leaves a failed component 'running'
+        dataclasses.replace(component, state="failed")
+        if task_states.get(component.node) == "failed"
+        else component
+        for component in recorded.components
+    )
+    recorded = dataclasses.replace(recorded, components=components)
+    for component in recorded.components:  # Airflow's own log shows no line per component
+        LOGGER.info("  %-24s %-7s %7.1f s", component.node, component.state, component.seconds)
+    for line in format_run_summary(recorded).splitlines():
+        LOGGER.info("%s", line)
     summary = dataclasses.asdict(recorded)
-    for component in summary["components"]:  # the legacy launcher leaves a failure 'running'
-        if task_states.get(component["node"]) == "failed":
-            component["state"] = "failed"
-    if summary["span"] is not None:
-        news = "new data, ingested now" if summary["new_data"] else "unchanged, from the cache"
-        LOGGER.info("run %s: data span %s (%s)", ti.run_id, summary["span"], news)
-    for component in summary["components"]:
-        LOGGER.info(
-            "  %-24s %-7s %7.1f s", component["node"], component["state"], component["seconds"]
-        )
-    LOGGER.info("eval accuracy %s, blessed %s", summary["eval_accuracy"], summary["blessed"])
-    LOGGER.info("pushed: %s", summary["pushed_to"] or "no")
     os.makedirs(summaries_dir, exist_ok=True)
     with open(os.path.join(summaries_dir, f"{summary_file_name(ti.run_id)}.json"), "w") as handle:
         json.dump(summary, handle, indent=2, default=str)

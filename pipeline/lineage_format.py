@@ -110,6 +110,85 @@ def format_runs(runs: list[PipelineRun]) -> str:
     return "\n".join(out)
 
 
+def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> str:
+    """One run's summary, as `imgpipe run` prints it and the Airflow summary task logs it: its
+    status, data, evaluation, outcome (pushed, or why not), training and the model's reports.
+    min_accuracy: the accuracy floor the run was held to, shown beside the accuracy."""
+    from data_prep.plan import left_out_message
+
+    lines = [f"run {run.run_id} of pipeline {run.pipeline}: {run.status}"]
+    if run.span is not None:
+        news = "new data, ingested now" if run.new_data else "unchanged input, from the cache"
+        counts = ", ".join(f"{count} {name}" for name, count in run.ingest_counts.items())
+        lines.append(f"data: span {run.span} ({news}): {counts} files; {run.ingest_report}")
+        lines += [f"data: {left_out_message(name)}" for name in run.classes_left_out]
+    if run.eval_accuracy is not None:
+        floor = "" if min_accuracy is None else f" (threshold {min_accuracy})"
+        lines.append(f"eval accuracy: {run.eval_accuracy:.4f}{floor}")
+    if run.blessed is not None:
+        lines.append(f"blessed: {_yes_no(run.blessed)}")
+    lines.append(f"pushed: {run.pushed_to or 'no'}")
+    if run.not_pushed_reason:
+        lines.append(f"not pushed, stopped by the {run.stopped_by}: {run.not_pushed_reason}")
+    if run.baseline_skipped:
+        lines.append(f"baseline comparison skipped: {run.baseline_skipped}")
+    if run.training_performance:
+        perf = run.training_performance
+        lines.append(
+            f"training: {perf['images_per_second']:.1f} images/s, step "
+            f"{perf['step_time_seconds'] * 1000:.1f} ms, input wait "
+            f"{perf['input_wait_share']:.0%}, {perf['precision']}, XLA {bool(perf['xla'])}, "
+            f"{perf['replicas']} replica(s), {perf['retraces']} retrace(s)"
+        )
+    return "\n".join(lines + _model_report_lines(run))
+
+
+def _model_report_lines(run: PipelineRun) -> list[str]:
+    """The serving check, the readable evaluation, TFLite and the model card of a run."""
+    lines = []
+    check = run.serving_check
+    if check is not None:
+        verdict = "passed" if check["blessed"] else f"refused ({check.get('problems', '')})"
+        timing = ""
+        if "latency_p50_ms" in check:
+            timing = (
+                f"; load {check['load_seconds']:.2f} s, single-image latency "
+                f"p50 {check['latency_p50_ms']:.1f} ms, p99 {check['latency_p99_ms']:.1f} ms"
+            )
+        lines.append(f"serving check: {verdict}{timing}")
+    evaluation = run.evaluation
+    if evaluation is not None:
+        from components.evaluation_report import shown  # TensorFlow: only where a run is shown
+
+        lines.append(
+            "eval per class (precision / recall / F1; - where undefined), "
+            f"macro F1 {shown(evaluation['macro_f1'])}:"
+        )
+        lines += [
+            f"  {row['class']:<20} {shown(row['precision'])} / {shown(row['recall'])} / "
+            f"{shown(row['f1'])}  ({row['support']} images)"
+            for row in evaluation["per_class"]
+        ]
+        pairs = ", ".join(
+            f"{p['true']} -> {p['predicted']} ({p['count']})" for p in evaluation["most_confused"]
+        )
+        lines.append(f"most confused (true -> predicted): {pairs or 'none'}")
+        lines.append(
+            f"misclassified eval images: {evaluation['misclassified_count']}; report, "
+            f"confusion_matrix.png and misclassified.csv in {evaluation['uri']}"
+        )
+    if run.tflite is not None:
+        gaps = ", ".join(
+            f"{name.split('_')[0]} {value:+.2f}"
+            for name, value in sorted(run.tflite.items())
+            if name.endswith("_gap_points")
+        )
+        lines.append(f"TFLite accuracy, points below the SavedModel on the eval split: {gaps}")
+    if run.model_card is not None:
+        lines.append(f"model card: {run.model_card}")
+    return lines
+
+
 def _settings(values: dict) -> str:
     return " ".join(f"{key}={value}" for key, value in sorted(values.items())) or "-"
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from apache_beam.io.filesystems import FileSystems
-
 from data_prep.config import ConfigError
 
 # Backbones from tf_keras.applications, by config name; 'small_cnn' is built in model.py.
@@ -202,7 +200,11 @@ class TrainerConfig:
 
 
 def _weights_exist(path: str) -> bool:
-    """An .h5 file, or a TF checkpoint given by its prefix (which is not itself a file)."""
+    """An .h5 file, or a TF checkpoint given by its prefix (which is not itself a file). Beam is
+    imported here, not with the module: `imgpipe --help` reads the config and should not pay
+    for it."""
+    from apache_beam.io.filesystems import FileSystems
+
     return FileSystems.exists(path) or FileSystems.exists(path + ".index")
 
 

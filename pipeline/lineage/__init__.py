@@ -1,4 +1,5 @@
-"""Answers from ML Metadata, one subject per module: store (the graph walks rest on), runs, models
+"""Answers from ML Metadata, one subject per module: store (the graph walks rest on), run_contexts
+(which runs a store holds, whoever orchestrated them), runs (one record per run), models
 (upstream and downstream lineage), diff (what changed between runs), images (which datasets used
 an image) and metrics (TFMA readers). Results are plain dataclasses (JSON via dataclasses.asdict);
 pipeline/lineage_format.py turns them into tables. This package's public names are re-exported

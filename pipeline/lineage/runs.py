@@ -11,16 +11,12 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
 from pipeline import exit_codes, run_guard
+from pipeline.exit_codes import STOPPED_BY_EVALUATOR, STOPPED_BY_GATE, STOPPED_BY_SERVING_CHECK
 from pipeline.lineage.metrics import eval_accuracy, validation_failures
+from pipeline.lineage.run_contexts import RunMembers, runs_in_store
 from pipeline.lineage.store import (
     EXECUTION_RESULT_PROPERTY,
-    LEGACY_COMPONENT_PROPERTY,
-    LEGACY_PIPELINE_PROPERTY,
-    LEGACY_RUN_CONTEXT,
-    LEGACY_RUN_ID_PROPERTY,
-    NODE_CONTEXT,
     OUTPUT_EVENTS,
-    PIPELINE_RUN_CONTEXT,
     RESOLVER_EXECUTION_TYPE,
     STATES,
     ArtifactRecord,
@@ -32,10 +28,6 @@ from pipeline.lineage.store import (
     plain_value,
 )
 
-# Which stage stopped a run from pushing (PipelineRun.stopped_by), unless a component failed.
-STOPPED_BY_GATE = "data gate"
-STOPPED_BY_EVALUATOR = "evaluator"
-STOPPED_BY_SERVING_CHECK = "serving check"
 GATE_NODE = "DataGate"
 
 
@@ -78,9 +70,9 @@ class PipelineRun:
     model_card: str | None = None  # folder holding model_card.json/.md (the pushed model's)
     # The Trainer's performance report (images/s, step time, ...) from the Model's properties.
     training_performance: dict | None = None
-    # Why nothing was pushed, in one place: which stage stopped it (STOPPED_BY_GATE, _EVALUATOR,
-    # _SERVING_CHECK, or the failed component's node id) and its own words (the gate's anomalies,
-    # drift or class change; the TFMA thresholds that failed; the serving check's problems).
+    # Why nothing was pushed, in one place: which stage stopped it (one of exit_codes.STOPPED_BY_*,
+    # or the failed component's node id) and its own words (the gate's anomalies, drift or class
+    # change; the TFMA thresholds that failed; the serving check's problems).
     stopped_by: str | None = None
     not_pushed_reason: str | None = None
     # Set when the Evaluator compared with no baseline although one was blessed: why.
@@ -88,72 +80,8 @@ class PipelineRun:
 
     @property
     def exit_code(self) -> int:
-        """The `imgpipe run` exit status of this run (pipeline/exit_codes.py)."""
-        if self.pushed_to or (self.stopped_by is None and self.status != "failed"):
-            return exit_codes.OK
-        if self.stopped_by == STOPPED_BY_GATE:
-            return exit_codes.GATE_STOPPED
-        if self.stopped_by in (STOPPED_BY_EVALUATOR, STOPPED_BY_SERVING_CHECK):
-            return exit_codes.NOT_PUSHED
-        return exit_codes.COMPONENT_FAILED
-
-
-@dataclasses.dataclass(frozen=True)
-class _RunMembers:
-    """One pipeline run as the store records it: its id, pipeline and executions, each execution
-    with its node id."""
-
-    run_id: str
-    pipeline: str
-    created: int
-    executions: list[mlmd_pb2.Execution]
-    node_of: dict[int, tuple[str, str]]  # execution id -> (pipeline, node id)
-    recorded: str | None = None  # the state the local runner recorded on the run (run_guard)
-
-
-def _runs_in_store(graph: MetadataGraph) -> list[_RunMembers]:
-    """Every run, whichever orchestrator recorded it: the IR-based runners (local, Kubeflow V2 /
-    Vertex) put executions in a 'pipeline_run' context and a 'node' context per component; TFX's
-    legacy runner (Airflow) puts them in a 'run' context and names the component on the execution
-    itself."""
-    node_of = {}
-    for node in graph.store.get_contexts_by_type(NODE_CONTEXT):
-        pipeline_name, _, node_id = node.name.partition(".")
-        for execution in graph.store.get_executions_by_context(node.id):
-            node_of[execution.id] = (pipeline_name, node_id)
-    runs = []
-    for context in graph.store.get_contexts_by_type(PIPELINE_RUN_CONTEXT):
-        executions = sorted(graph.store.get_executions_by_context(context.id), key=lambda e: e.id)
-        names = {node_of[e.id][0] for e in executions if e.id in node_of}
-        pipeline = min(names) if names else "?"
-        recorded = context.custom_properties.get(run_guard.RUN_STATE)
-        runs.append(
-            _RunMembers(
-                context.name,
-                pipeline,
-                context.create_time_since_epoch,
-                executions,
-                node_of,
-                recorded.string_value if recorded else None,
-            )
-        )
-    for context in graph.store.get_contexts_by_type(LEGACY_RUN_CONTEXT):
-        executions = sorted(graph.store.get_executions_by_context(context.id), key=lambda e: e.id)
-        pipeline = context.properties[LEGACY_PIPELINE_PROPERTY].string_value
-        legacy_nodes = {
-            e.id: (pipeline, e.properties[LEGACY_COMPONENT_PROPERTY].string_value)
-            for e in executions
-        }
-        runs.append(
-            _RunMembers(
-                context.properties[LEGACY_RUN_ID_PROPERTY].string_value,
-                pipeline,
-                context.create_time_since_epoch,
-                executions,
-                legacy_nodes,
-            )
-        )
-    return sorted(runs, key=lambda run: (run.created, run.run_id), reverse=True)
+        """The `imgpipe run` exit status of this run."""
+        return exit_codes.of_run(bool(self.pushed_to), self.stopped_by, self.status == "failed")
 
 
 def _outputs_by_key(events: list[mlmd_pb2.Event]) -> dict[int, dict[str, list[int]]]:
@@ -206,7 +134,7 @@ def list_runs(
     metrics=False leaves eval_accuracy unread (reading it loads TFMA)."""
     graph = MetadataGraph(store)
     runs = []
-    for members in _runs_in_store(graph):
+    for members in runs_in_store(graph):
         if not members.executions or pipeline not in (None, members.pipeline):
             continue
         runs.append(_summarize(graph, members, metrics))
@@ -221,13 +149,13 @@ def list_runs(
 def run_record(store: metadata_store.MetadataStore, pipeline: str, run_id: str) -> PipelineRun:
     """One run's record by its run id (an Airflow run id, or a local run's timestamp id)."""
     graph = MetadataGraph(store)
-    for members in _runs_in_store(graph):
+    for members in runs_in_store(graph):
         if members.pipeline == pipeline and members.run_id == run_id and members.executions:
             return _summarize(graph, members, metrics=True)
     raise LineageError(f"no run {run_id!r} of pipeline {pipeline!r} in this metadata store")
 
 
-def _summarize(graph: MetadataGraph, members: _RunMembers, metrics: bool) -> PipelineRun:
+def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> PipelineRun:
     executions, node_of = members.executions, members.node_of
     components = tuple(
         ComponentRun(

@@ -5,19 +5,28 @@ as span 2. Needs the orchestrators environment (`make airflow-test`); skipped wi
 
 import importlib.util
 import json
+import logging
 import os
 import pathlib
 import sqlite3
 import subprocess
 import sys
+import types
 
 import pytest
 
 from data_prep.config import ConfigError
-from pipeline.airflow_runner import SUMMARIES_DIR, SUMMARY_TASK, config_from_environment
+from pipeline.airflow_runner import (
+    SUMMARIES_DIR,
+    SUMMARY_TASK,
+    config_from_environment,
+    log_run_summary,
+)
+from pipeline.local_runner import open_store
 from tests.data_prep import image_files
 from tests.pipeline.expected import COMPONENTS as ALL_COMPONENTS
 from tests.pipeline.expected import DRIFT_NODES, SCHEMA_IMPORTER
+from tests.pipeline.lineage.test_runs import add_legacy_types, legacy_run
 
 LABELS = ("cat", "dog", "owl")
 COMPONENTS = tuple(node for node in ALL_COMPONENTS if node not in DRIFT_NODES)  # Airflow's
@@ -58,6 +67,37 @@ def test_bad_environment_fails_naming_the_variable(environ, field):
     with pytest.raises(ConfigError) as error:
         config_from_environment(environ)
     assert error.value.field == field
+
+
+def test_the_summary_task_logs_and_writes_the_run_record_and_fails_with_a_failed_task(
+    tmp_path, caplog
+):
+    """The run_summary callable, given what Airflow passes it, on a store the legacy launcher
+    wrote: the legacy launcher leaves a failed component 'running', Airflow knows it failed."""
+    metadata_path = str(tmp_path / "metadata.db")
+    store = open_store(metadata_path)
+    add_legacy_types(store)
+    run_id = "scheduled__2026-01-01"
+    legacy_run(store, run_id)
+    states = {"baseline_model_resolver": "success", "Trainer": "failed", SUMMARY_TASK: "running"}
+    dag_run = types.SimpleNamespace(
+        get_task_instances=lambda: [
+            types.SimpleNamespace(task_id=task, state=state) for task, state in states.items()
+        ]
+    )
+    ti = types.SimpleNamespace(run_id=run_id, task_id=SUMMARY_TASK)
+    summaries = tmp_path / SUMMARIES_DIR
+    with caplog.at_level(logging.INFO), pytest.raises(RuntimeError, match=r"Trainer \(failed\)"):
+        log_run_summary(metadata_path, "imgpipe", str(summaries), ti=ti, dag_run=dag_run)
+    logged = [record.getMessage() for record in caplog.records]
+    assert f"run {run_id} of pipeline imgpipe: complete" in logged
+    assert "pushed: no" in logged
+    assert any(line.split()[:2] == ["Trainer", "failed"] for line in logged)
+    written = json.loads((summaries / "scheduled__2026-01-01.json").read_text())
+    assert {c["node"]: c["state"] for c in written["components"]} == {
+        "baseline_model_resolver": "ran",
+        "Trainer": "failed",
+    }
 
 
 def _write_images(images, label, seeds):

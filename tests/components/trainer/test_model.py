@@ -115,9 +115,14 @@ def _pixels(config, count=2):
     [
         # The application as its weights are published: its own preprocess_input on 0..255
         # pixels, and (MobileNetV3, EfficientNet) the rescaling built into the model.
-        ("resnet50", lambda pixels: tf_keras.applications.resnet50.preprocess_input(pixels)),
-        ("mobilenet_v3_small", lambda pixels: pixels),
-        ("efficientnet_b0", lambda pixels: pixels),
+        # Each builds its backbone twice, seconds on a CPU: make test only.
+        pytest.param(
+            "resnet50",
+            lambda pixels: tf_keras.applications.resnet50.preprocess_input(pixels),
+            marks=pytest.mark.slow,
+        ),
+        pytest.param("mobilenet_v3_small", lambda pixels: pixels, marks=pytest.mark.slow),
+        pytest.param("efficientnet_b0", lambda pixels: pixels, marks=pytest.mark.slow),
     ],
 )
 def test_backbone_sees_the_preprocessing_its_weights_expect(name, reference, tmp_path):

@@ -212,6 +212,7 @@ def _weights_file(directory) -> str:
     return path
 
 
+@pytest.mark.slow
 def test_fine_tuning_runs_both_phases_each_traced_once(shard_pattern, tmp_path):
     config = dataclasses.replace(
         runlocal(), epochs=2, frozen_epochs=1, weights_path=_weights_file(tmp_path)
@@ -231,6 +232,7 @@ class _Killed(Exception):
     pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("every", "killed_at", "graphs"),
     [(2, 2, 2), (3, 3, 1)],
@@ -299,6 +301,7 @@ def test_a_resumed_fine_tuning_run_continues_in_the_right_phase(
     assert resumed["performance"]["retraces"] == 0
 
 
+@pytest.mark.slow
 def test_warm_start_trains_warm_start_epochs_from_the_base_model(shard_pattern, tmp_path):
     first = train.train(
         runlocal(), shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path / "a")

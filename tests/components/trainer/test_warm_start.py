@@ -11,6 +11,7 @@ from components.trainer.model import build_model
 from components.trainer.preprocessing import Normalization
 from components.trainer.warm_start import ClassSetChangedError, load_base_weights
 
+pytestmark = pytest.mark.slow  # every test loads a SavedModel the module fixture exports
 LABEL_NAMES = ["cat", "dog", "emu"]
 NORMALIZATION = Normalization((120.0, 110.0, 100.0), (60.0, 50.0, 40.0))
 

@@ -38,7 +38,7 @@ def _event(kind, key):
     return event
 
 
-def _legacy_run(store, run_id, baseline_id=None):
+def legacy_run(store, run_id, baseline_id=None):
     """A run as TFX's legacy (Airflow) launcher records it: a 'run' context, the component id on
     each execution, and the resolver's baseline published as an OUTPUT under 'model'."""
     types = {t.name: t.id for t in store.get_artifact_types()}
@@ -68,8 +68,8 @@ def _legacy_run(store, run_id, baseline_id=None):
     return max(a.id for a in store.get_artifacts_by_type("Model"))
 
 
-def test_legacy_runs_are_listed_with_named_components_and_their_own_model():
-    store = _store()
+def add_legacy_types(store) -> None:
+    """The types TFX's legacy (Airflow) launcher registers for legacy_run's executions."""
     _type(store, "artifact", "Model")
     for name in ("Trainer", names.RESOLVER_EXECUTION_TYPE):
         _type(store, "execution", name, **{names.LEGACY_COMPONENT_PROPERTY: None})
@@ -79,8 +79,13 @@ def test_legacy_runs_are_listed_with_named_components_and_their_own_model():
         names.LEGACY_RUN_CONTEXT,
         **{names.LEGACY_PIPELINE_PROPERTY: None, names.LEGACY_RUN_ID_PROPERTY: None},
     )
-    first_model = _legacy_run(store, "scheduled__2026-01-01")
-    second_model = _legacy_run(store, "scheduled__2026-01-02", baseline_id=first_model)
+
+
+def test_legacy_runs_are_listed_with_named_components_and_their_own_model():
+    store = _store()
+    add_legacy_types(store)
+    first_model = legacy_run(store, "scheduled__2026-01-01")
+    second_model = legacy_run(store, "scheduled__2026-01-02", baseline_id=first_model)
 
     newest, oldest = list_runs(store, PIPELINE, metrics=False)
     assert (newest.run_id, oldest.run_id) == ("scheduled__2026-01-02", "scheduled__2026-01-01")

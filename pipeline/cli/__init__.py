@@ -1,0 +1,70 @@
+"""The `imgpipe` command line: one subcommand per user task, each with --help. This module wires
+the parser and runs the chosen command; each command lives in the module named after it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import warnings
+
+from pipeline.cli import config, predict, prep, queries, run, schema, ui, vertex
+
+
+def _configure_logging(verbose: bool) -> None:
+    """Commands that do not capture their output (queries, predict) log warnings, or everything
+    with --verbose."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="imgpipe", description="Image classification pipeline on TFX."
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show every log line live (a run's log file under BUILD_DIR/logs/ has them anyway)",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    prep.add_prep(subparsers)
+    prep.add_default_data(subparsers)
+    run.add_run(subparsers)
+    config.add_config(subparsers)
+    queries.add_runs(subparsers)
+    queries.add_lineage(subparsers)
+    schema.add_schema(subparsers)
+    predict.add_predict(subparsers)
+    ui.add_ui(subparsers)
+    ui.add_report(subparsers)
+    vertex.add_compile_vertex(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    beam_args = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, beam_args = argv[:split], argv[split + 1 :]
+    args = build_parser().parse_args(argv)
+    if not args.verbose:
+        _quiet_libraries()
+    _configure_logging(args.verbose)
+    return args.handler(args, beam_args)
+
+
+def _quiet_libraries() -> None:
+    """Silences TensorFlow's C++ start-up chatter and the libraries' deprecation warnings, here and
+    in the Beam worker processes (which inherit the environment), so the user's output shows
+    imgpipe's progress and results. --verbose keeps everything."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
+    warnings.simplefilter("ignore", FutureWarning)
+    warnings.simplefilter("ignore", DeprecationWarning)

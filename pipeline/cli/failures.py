@@ -1,0 +1,31 @@
+"""A failed command's exit status (from pipeline/exit_codes.py) and its one
+`imgpipe <command>: error: ...` line."""
+
+from __future__ import annotations
+
+import sys
+
+from pipeline import exit_codes
+
+
+def describe_failure(error: BaseException, where: str | None) -> tuple[int, str]:
+    """The exit status and error line of work that raised `error` while `where` (a component,
+    or None) ran; the traceback is in the log."""
+    code = exit_codes.of_error(error)
+    place = f"{where}: " if where else ""
+    if code == exit_codes.INTERRUPTED:
+        return code, f"interrupted{' in ' + where if where else ''}"
+    if code == exit_codes.BUSY:
+        return code, f"{error}; leave out --no-wait to wait for it"
+    if code == exit_codes.BAD_INPUT:
+        return code, f"{place}{error}"
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    # Beam wraps a worker's exception in its traceback: the cause is the last line.
+    detail = lines[-1] if lines else ""
+    return code, f"{place}{type(error).__name__}: {detail}"[:400]
+
+
+def report_failure(command: str, failure: tuple[int, str], log_path: str) -> int:
+    code, message = failure
+    print(f"imgpipe {command}: error: {message} (full log: {log_path})", file=sys.stderr)
+    return code

@@ -1,0 +1,120 @@
+"""The options several commands share: how a command picks its settings (preset, config file,
+--set) and which ML Metadata store it reads or writes."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+from pipeline.config import PRESETS
+
+
+def config_options() -> argparse.ArgumentParser:
+    """How a command picks its settings: preset, config file, --set overrides, data, build dir."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--data", help="folder of class folders or a manifest (default: embedded)")
+    parent.add_argument("--preset", choices=list(PRESETS), default="local")
+    parent.add_argument("--build-dir", default="build", help="pipeline root, MLMD, models, logs")
+    parent.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a YAML (or .toml) file of settings over the preset, e.g. pipeline/example.yaml; "
+        "`imgpipe config show` prints every field",
+    )
+    parent.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override one setting (after --config), e.g. trainer.epochs=5, "
+        "trainer.precision=mixed_bfloat16, trainer.jit_compile=true, min_accuracy=0.8 "
+        "(repeatable; the fields are documented in pipeline/config.py and "
+        "components/trainer/config.py)",
+    )
+    return parent
+
+
+def effective_config(args, beam_args: list[str], generate_data: bool, **changes):
+    """The preset, then the config file, then --data, then --set, validated; returns the config
+    and the config file's settings (None without --config). When nothing names the data, it is
+    the embedded dataset under --build-dir, generated (once valid) when generate_data."""
+    from data_prep.default_dataset import generate_default_dataset
+    from pipeline import config_file
+    from pipeline.config import override
+
+    settings = config_file.read_settings(args.config) if args.config else None
+    named = args.data or (settings or {}).get("ingest", {}).get("input")
+    data = named or os.path.join(args.build_dir, "default_data")
+    config = dataclasses.replace(PRESETS[args.preset](data, args.build_dir), **changes)
+    config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
+    if settings is not None:
+        config = config_file.apply_settings(config, settings, args.config)
+    if args.data:
+        config = dataclasses.replace(
+            config, ingest=dataclasses.replace(config.ingest, input=args.data)
+        )
+    for setting in args.set:
+        config = override(config, setting)
+    config.validate()
+    if generate_data and config.ingest.input == data and not named:
+        generate_default_dataset(data)
+    return config, settings
+
+
+def store_flags(parser: argparse.ArgumentParser):
+    """The flags that name an ML Metadata store, as one argument group of `parser`."""
+    store = parser.add_argument_group(
+        "metadata store",
+        "default: the local SQLite store under --build-dir. Each flag may instead come from "
+        "IMGPIPE_MLMD_SQLITE, IMGPIPE_MLMD_MYSQL, IMGPIPE_MLMD_GRPC, IMGPIPE_MLMD_USER; a MySQL "
+        "password only from IMGPIPE_MLMD_PASSWORD.",
+    )
+    store.add_argument("--mlmd-sqlite", metavar="PATH", help="a SQLite ML Metadata file")
+    store.add_argument("--mlmd-mysql", metavar="HOST[:PORT]/DB", help="a MySQL ML Metadata store")
+    store.add_argument("--mlmd-user", metavar="USER", help="MySQL user")
+    store.add_argument("--mlmd-grpc", metavar="HOST:PORT", help="an ML Metadata gRPC service")
+    return store
+
+
+def store_options(defaults: bool = True, answers: bool = True) -> argparse.ArgumentParser:
+    """Options every ML Metadata query shares: which store, which pipeline, JSON or tables.
+
+    defaults=False for a nested subcommand, so `runs --json diff A B` keeps what `runs` parsed;
+    answers=False for commands that print no answer (ui, report): the store options only.
+    """
+    parent = argparse.ArgumentParser(
+        add_help=False, argument_default=None if defaults else argparse.SUPPRESS
+    )
+    store = store_flags(parent)
+    store.add_argument(
+        "--build-dir",
+        default="build" if defaults else argparse.SUPPRESS,
+        help="as for `imgpipe run`",
+    )
+    if not answers:
+        return parent
+    parent.add_argument("--pipeline", help="only runs of this pipeline (default: all)")
+    parent.add_argument(
+        "--json",
+        action="store_true",
+        default=False if defaults else argparse.SUPPRESS,
+        help="print JSON instead of tables",
+    )
+    return parent
+
+
+def store_target(args, default_sqlite: str | None = None):
+    """The ML Metadata store the store flags name (default: `default_sqlite`, else the SQLite
+    file of --build-dir)."""
+    from pipeline.mlmd_connection import MlmdTarget, metadata_path_under
+
+    return MlmdTarget.resolve(
+        {
+            "sqlite": args.mlmd_sqlite,
+            "mysql": args.mlmd_mysql,
+            "grpc": args.mlmd_grpc,
+            "user": args.mlmd_user,
+        },
+        default_sqlite=default_sqlite or metadata_path_under(args.build_dir),
+    )

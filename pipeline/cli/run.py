@@ -1,0 +1,91 @@
+"""`imgpipe run`: the pipeline on this machine, then the run's summary."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from data_prep.config import ConfigError
+from pipeline import console, exit_codes
+from pipeline.cli import options
+from pipeline.cli.failures import describe_failure, report_failure
+
+
+def add_run(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        parents=[options.config_options()],
+        help="run the TFX pipeline locally (LocalDagRunner, Beam DirectRunner, SQLite MLMD)",
+        description="Runs the pipeline on this machine: a line per component, progress of the "
+        "ingest and of training, then the run's summary; everything else goes to a log under "
+        "BUILD_DIR/logs/ (--verbose shows it live). Without --data it generates and uses the "
+        "embedded default dataset. One run at a time per pipeline and store: a second one waits "
+        f"for the first (or, with --no-wait, fails at once with exit status {exit_codes.BUSY}). "
+        "Exit status: "
+        + ", ".join(f"{code} {words}" for code, words in exit_codes.IN_WORDS.items())
+        + ". Arguments after '--' go to Beam for every Beam-based component.",
+    )
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="fail at once when another run of this pipeline holds the store",
+    )
+    options.store_flags(parser)
+    parser.set_defaults(handler=_run_pipeline)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _run_pipeline(args, beam_args: list[str]) -> int:
+    import json
+    import signal
+
+    try:
+        config, settings = options.effective_config(args, beam_args, generate_data=True)
+        store_target = options.store_target(args, default_sqlite=config.metadata_path)
+        store_target.backend()  # one store named, MySQL credentials only with MySQL
+    except ConfigError as error:
+        print(f"imgpipe run: error: {error}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    log_path = console.run_log_path(args.build_dir, "run")
+    summary = failure = None
+    previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
+    with console.capture(log_path, args.verbose) as shown:
+        shown.say(f"imgpipe run: pipeline {config.name}, log {log_path}")
+        try:
+            from pipeline.local_runner import run_local
+
+            summary = run_local(
+                config,
+                wait=not args.no_wait,
+                on_wait=shown.say,
+                config_file=None if settings is None else json.dumps(settings),
+                store_target=store_target,
+            )
+        except BaseException as error:  # noqa: BLE001 - each failure becomes one error line
+            shown.stopped("stopped" if isinstance(error, KeyboardInterrupt) else "failed")
+            logging.getLogger(__name__).exception("imgpipe run failed")
+            failure = describe_failure(error, shown.component)
+        finally:
+            signal.signal(signal.SIGTERM, previous_handler)
+    if failure:
+        return report_failure("run", failure, log_path)
+    _print_summary(summary, config, args.build_dir, log_path, store_target.describe())
+    return summary.exit_code
+
+
+def _print_summary(summary, config, build_dir: str, log_path: str, store: str) -> None:
+    """This run's summary (the components were shown live as they ran), then where to look
+    further: the store, the pushed model's lineage, the run report and the log."""
+    from pipeline.lineage_format import format_run_summary
+    from pipeline.ui.report import report_path
+
+    print(format_run_summary(summary, config.min_accuracy))
+    print(f"ML Metadata: {store}; artifacts under {config.pipeline_root}")
+    if summary.pushed_to:
+        lineage = f"imgpipe lineage model --latest-pushed --build-dir {build_dir}"
+        print(f"where the pushed model came from: {lineage}")
+    print(f"run report (one HTML file): {report_path(config.pipeline_root, summary.run_id)}")
+    print(f"full log: {log_path}")

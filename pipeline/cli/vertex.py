@@ -1,0 +1,56 @@
+"""`imgpipe compile-vertex`: the Vertex AI / Kubeflow Pipelines job spec."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from data_prep.config import ConfigError
+from pipeline import exit_codes
+from pipeline.cli import options
+
+
+def add_compile_vertex(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compile-vertex",
+        parents=[options.config_options()],
+        help="write the Vertex AI / Kubeflow Pipelines job spec (TFX KubeflowV2DagRunner)",
+        description="Compiles the pipeline into a PipelineJob JSON for Vertex AI Pipelines or "
+        "Kubeflow Pipelines v2; every component runs in IMAGE, built from pipeline/Dockerfile. "
+        "Compile once per data drop: --span numbers it (Vertex keeps its own ML Metadata). "
+        "Arguments after '--' go to Beam for every Beam-based component, e.g. "
+        "'-- --runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp'. "
+        "Needs the orchestrators environment (make compile-vertex).",
+    )
+    parser.add_argument("--pipeline-root", required=True, help="artifact root, e.g. gs://b/tfx")
+    parser.add_argument("--image", required=True, help="container image the components run in")
+    parser.add_argument("--span", type=int, default=1, help="this data drop's span")
+    parser.add_argument(
+        "--serving-dir", help="where blessed models are pushed (default: PIPELINE_ROOT/serving)"
+    )
+    parser.add_argument("--output", default=os.path.join("build", "vertex", "imgpipe.json"))
+    parser.set_defaults(handler=_run_compile_vertex)
+
+
+def _run_compile_vertex(args, beam_args: list[str]) -> int:
+    from pipeline.vertex_runner import compile_vertex, snapshot_for_vertex
+
+    try:
+        config, _ = options.effective_config(
+            args,
+            beam_args,
+            generate_data=True,
+            pipeline_root=args.pipeline_root,
+            serving_dir=args.serving_dir or f"{args.pipeline_root.rstrip('/')}/serving",
+        )
+        data = config.ingest.input
+        snapshot = snapshot_for_vertex(data, args.span)
+    except (ConfigError, ValueError) as error:
+        print(f"imgpipe compile-vertex: error: {error}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    spec = compile_vertex(config, snapshot, args.image, args.output)
+    tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
+    print(f"{args.output}: {len(tasks)} tasks in {args.image}, pipeline root {args.pipeline_root}")
+    print(f"data: {data} as span {snapshot.span}")
+    return exit_codes.OK
