@@ -11,6 +11,8 @@ import warnings
 
 from pipeline.cli import config, predict, prep, queries, run, schema, ui, vertex
 
+LOGGED_COMMANDS = ("run", "prep")  # their console.capture sends the native stderr to a run log
+
 
 def _configure_logging(verbose: bool) -> None:
     """Commands that do not capture their output (queries, predict) log warnings, or everything
@@ -55,16 +57,19 @@ def main(argv: list[str] | None = None) -> int:
         argv, beam_args = argv[:split], argv[split + 1 :]
     args = build_parser().parse_args(argv)
     if not args.verbose:
-        _quiet_libraries()
+        _quiet_libraries(keeps_a_run_log=args.command in LOGGED_COMMANDS)
     _configure_logging(args.verbose)
     return args.handler(args, beam_args)
 
 
-def _quiet_libraries() -> None:
+def _quiet_libraries(keeps_a_run_log: bool) -> None:
     """Silences TensorFlow's C++ start-up chatter and the libraries' deprecation warnings, here and
     in the Beam worker processes (which inherit the environment), so the user's output shows
-    imgpipe's progress and results. --verbose keeps everything."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    imgpipe's progress and results. A command with a run log keeps TensorFlow's C++ errors (its
+    console sends the native stderr there); the others would print them, and at import TensorFlow
+    logs three harmless ones (CUDA factories registered twice), so they keep only fatal ones.
+    --verbose keeps everything."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2" if keeps_a_run_log else "3")
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
     warnings.simplefilter("ignore", FutureWarning)
     warnings.simplefilter("ignore", DeprecationWarning)
