@@ -5,7 +5,6 @@ import sys
 
 import pytest
 
-from pipeline import exit_codes
 from pipeline.cli import main
 from pipeline.cli.prep import parse_size
 from tests.data_prep import image_files
@@ -45,22 +44,6 @@ def test_console_script_is_installed_with_help_for_each_subcommand():
         assert result.stderr == ""
         helps[command] = result.stdout
     assert "manifest" in helps["prep"]
-
-
-@pytest.mark.slow
-def test_a_query_that_fails_prints_its_one_line_and_nothing_else(tmp_path):
-    """TensorFlow's import logs three C++ errors (CUDA factories registered twice) that a query,
-    which keeps no run log, must not show."""
-    from pipeline.local_runner import open_store
-
-    store_path = str(tmp_path / "metadata.db")
-    open_store(store_path)  # empty
-    script = os.path.join(os.path.dirname(sys.executable), "imgpipe")
-    result = subprocess.run(
-        [script, "runs", "--mlmd-sqlite", store_path], capture_output=True, text=True
-    )
-    assert result.returncode == exit_codes.BAD_INPUT
-    assert result.stderr == "imgpipe runs: error: no runs in this metadata store\n"
 
 
 def test_bad_setting_fails_before_any_work_naming_the_field(tmp_path, capsys):

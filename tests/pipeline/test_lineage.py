@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 import tensorflow_model_analysis as tfma
@@ -64,6 +66,21 @@ def test_runs_newest_first_with_component_states_metrics_and_push(runs, capsys):
     assert "cached: ImageExampleGen" in lines[2] and "Trainer" in lines[2].split("ran:")[1]
     code, out, _ = runs.cli(capsys, "runs", "--json")
     assert [run["run_id"] for run in json.loads(out)] == [runs.second.run_id, runs.first.run_id]
+
+
+@pytest.mark.slow
+def test_the_console_script_lists_runs_with_nothing_on_stderr(runs):
+    """TensorFlow's import logs three C++ errors (CUDA factories registered twice) that a query,
+    which keeps no run log, must not show."""
+    script = os.path.join(os.path.dirname(sys.executable), "imgpipe")
+    result = subprocess.run(
+        [script, "runs", "--mlmd-sqlite", runs.config.metadata_path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert runs.second.run_id in result.stdout
+    assert result.stderr == ""
 
 
 @pytest.mark.slow
