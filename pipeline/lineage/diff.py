@@ -56,6 +56,13 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
         record = graph.execution(execution)
         properties = record.properties
         custom = custom_config(record)
+        # Each component's own code (pipeline/code_fingerprint.py): an exec property of ours,
+        # or in custom_config of TFX's components that run our module code.
+        code = properties.get(metadata_keys.CODE_FINGERPRINT_KEY) or custom.get(
+            metadata_keys.CODE_FINGERPRINT_KEY
+        )
+        if code:
+            facts[f"code.{component.node}"] = code
         if graph.outputs(execution.id, "examples"):
             _flatten("config.ingest", properties.get("ingest_config", {}), facts)
             dataset = read_dataset(graph, graph.outputs(execution.id, "examples")[0], None)
@@ -80,7 +87,6 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
                 parsed_json(custom.get(metadata_keys.TRAINER_CONFIG_KEY, {})),
                 facts,
             )
-            facts["code.fingerprint"] = custom.get(metadata_keys.CODE_FINGERPRINT_KEY)
             facts["code.trainer_module"] = properties.get("module_path")
             facts["artifacts.model"] = models[0].id
         if "eval_config" in properties:  # a failed Evaluator has its config but no outputs

@@ -1,8 +1,17 @@
+"""Each component carries the fingerprint of its own code: what it imports from our packages,
+read from the source; an edit changes the compiled settings of exactly the components that run
+the edited code."""
+
 import pathlib
 import shutil
 
+from tfx.dsl.compiler import compiler
+
 from pipeline import code_fingerprint as module
 from pipeline.code_fingerprint import PROJECT_ROOT, code_fingerprint, source_files
+from pipeline.config import local_preset
+from pipeline.data_snapshot import DataSnapshot
+from pipeline.factory import create_pipeline
 
 
 def _write(root: pathlib.Path, files: dict[str, str]) -> None:
@@ -67,3 +76,48 @@ def test_the_same_tree_elsewhere_has_the_same_fingerprint(tmp_path):
         shutil.copytree(PROJECT_ROOT / package, tmp_path / package)
     name = "components.model_card"
     assert code_fingerprint(name, tmp_path) == code_fingerprint(name)
+
+
+def _compiled_parameters(root: pathlib.Path, tmp_path: pathlib.Path) -> dict[str, bytes]:
+    """Node id -> its compiled parameters (what TFX's cache key hashes beside the node, executor
+    class path and inputs), for the pipeline built with the code under root."""
+    config = local_preset(str(tmp_path / "images"), str(tmp_path / "build"))
+    pipeline = create_pipeline(
+        config, DataSnapshot("abc", 1), lambda name: code_fingerprint(name, root), None
+    )
+    return {
+        node.pipeline_node.node_info.id: node.pipeline_node.parameters.SerializeToString(
+            deterministic=True
+        )
+        for node in compiler.Compiler().compile(pipeline).nodes
+    }
+
+
+def _nodes_whose_settings_an_edit_changes(tmp_path, edited: str) -> set[str]:
+    copy = tmp_path / "copy"
+    for package in module.OWN_PACKAGES:
+        shutil.copytree(PROJECT_ROOT / package, copy / package)
+    before = _compiled_parameters(copy, tmp_path)
+    with open(copy / edited, "a") as handle:
+        handle.write("\n# an edit\n")
+    after = _compiled_parameters(copy, tmp_path)
+    assert set(before) == set(after)
+    return {node for node in before if before[node] != after[node]}
+
+
+def test_editing_ingest_code_re_runs_the_ingest(tmp_path):
+    """New Examples then re-run everything downstream (their inputs changed: TFX's cache key
+    holds the input artifacts; test_local_runner's changed-images run shows it); the DataGate and
+    the Evaluator import the ingest's module to read its artifacts, so they change too."""
+    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "data_prep/inspection.py")
+    assert changed == {"ImageExampleGen", "DataGate", "Evaluator"}
+
+
+def test_editing_the_model_card_re_writes_cards_only(tmp_path):
+    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "components/model_card.py")
+    assert changed == {"ModelCardGen"}
+
+
+def test_editing_the_training_loop_re_trains_only(tmp_path):
+    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "components/trainer/train.py")
+    assert changed == {"Trainer"}
