@@ -20,7 +20,8 @@ from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.proto.orchestration import execution_result_pb2
 from tfx.types import artifact, artifact_utils, component_spec, standard_artifacts
 
-from components.image_example_gen import IngestReport, load_label_map
+from components.image_example_gen import IngestReport
+from components.ingest_report_reader import IngestReportRecord
 from data_prep import features
 from data_prep.label_map import class_change
 
@@ -110,7 +111,7 @@ def gate_problems(
 class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         [report] = input_dict[INGEST_REPORT_KEY]
-        label_map = load_label_map(report)
+        label_map = IngestReportRecord.read(report.mlmd_artifact).label_map
         reference = json.loads(exec_properties[REFERENCE_LABEL_MAP_KEY])
         problems = gate_problems(
             artifact_utils.get_single_instance(input_dict[ANOMALIES_KEY]),

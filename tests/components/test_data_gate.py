@@ -6,9 +6,8 @@ import json
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.types import artifact_utils, standard_artifacts
 
-from components import data_gate
+from components import data_gate, metadata_keys
 from components.image_example_gen import IngestReport
-from data_prep.ingest import IngestOutputs
 
 REFERENCE = {"circle": 0, "square": 1, "triangle": 2}
 
@@ -35,11 +34,10 @@ def _drift(feature, description):
 
 
 def _report(root, label_map):
+    """An IngestReport as ImageExampleGen records it (the gate reads its recorded label map)."""
     report = IngestReport()
     report.uri = str(root)
-    root.mkdir(parents=True)
-    with open(IngestOutputs.under(str(root)).label_map_path, "w") as handle:
-        json.dump(label_map, handle)
+    report.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, json.dumps(label_map))
     report.set_int_custom_property("span", 2)
     return report
 

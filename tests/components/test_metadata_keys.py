@@ -5,8 +5,8 @@ from tfx.components.pusher import executor as pusher_executor
 
 from components import metadata_keys
 from components.evaluation_report import EvaluationReport
-from components.image_example_gen import IngestReport
-from components.model_card import ModelCard
+from components.image_example_gen import ImageExampleGen, IngestReport
+from components.model_card import ModelCard, ModelCardGen
 from components.tflite_export import TFLiteModel
 
 
@@ -25,3 +25,8 @@ def test_artifact_types_are_the_components_own():
     assert EvaluationReport.TYPE_NAME == metadata_keys.EVALUATION_REPORT_TYPE
     assert TFLiteModel.TYPE_NAME == metadata_keys.TFLITE_MODEL_TYPE
     assert ModelCard.TYPE_NAME == metadata_keys.MODEL_CARD_TYPE
+
+
+def test_output_keys_are_the_components_own():
+    assert metadata_keys.INGEST_REPORT_OUTPUT_KEY in ImageExampleGen.SPEC_CLASS.OUTPUTS
+    assert metadata_keys.MODEL_CARD_OUTPUT_KEY in ModelCardGen.SPEC_CLASS.OUTPUTS
