@@ -12,7 +12,8 @@ MODEL_CARD_TYPE = "imgpipe.ModelCard"
 
 DATA_VERDICT_TYPE = "imgpipe.DataVerdict"
 
-# DataVerdict custom property: "" or the class change the policy allowed.
+# DataGate's output key; DataVerdict custom property: "" or the class change the policy allowed.
+DATA_VERDICT_OUTPUT_KEY = "verdict"
 CLASS_CHANGE_PROPERTY = "class_change"
 # ImageExampleGen's output key for its IngestReport.
 INGEST_REPORT_OUTPUT_KEY = "ingest_report"

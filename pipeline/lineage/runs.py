@@ -185,7 +185,7 @@ _RUN_OUTPUTS = {
     "readable_evaluation": ("report", metadata_keys.EVALUATION_REPORT_TYPE),
     "model_card": (metadata_keys.MODEL_CARD_OUTPUT_KEY, metadata_keys.MODEL_CARD_TYPE),
     "model_run": ("model_run", "ModelRun"),  # the Trainer's TensorBoard logs and JSON reports
-    "verdict": ("verdict", metadata_keys.DATA_VERDICT_TYPE),
+    "verdict": (metadata_keys.DATA_VERDICT_OUTPUT_KEY, metadata_keys.DATA_VERDICT_TYPE),
 }
 
 

@@ -66,7 +66,7 @@ def _run(tmp_path, label_map, drift=None, allow=False):
 def test_a_clean_span_passes_with_no_class_change(tmp_path):
     output, verdict = _run(tmp_path, REFERENCE)
     assert output is None
-    assert verdict.get_string_custom_property(data_gate.CLASS_CHANGE_PROPERTY) == ""
+    assert verdict.get_string_custom_property(metadata_keys.CLASS_CHANGE_PROPERTY) == ""
 
 
 def test_drift_stops_the_span_naming_feature_value_and_threshold(tmp_path):
@@ -94,7 +94,7 @@ def test_a_new_class_stops_unless_allowed_and_then_its_share_drift_is_expected(t
     share = _drift("label_name", "The Linfty distance ... is 0.25, above the threshold 0.2.")
     output, verdict = _run(tmp_path / "allowed", with_cross, drift=share, allow=True)
     assert output is None
-    assert verdict.get_string_custom_property(data_gate.CLASS_CHANGE_PROPERTY) == (
+    assert verdict.get_string_custom_property(metadata_keys.CLASS_CHANGE_PROPERTY) == (
         "new class(es) cross"
     )
 
