@@ -15,8 +15,9 @@ DATA_VERDICT_TYPE = "imgpipe.DataVerdict"
 # DataGate's output key; DataVerdict custom property: "" or the class change the policy allowed.
 DATA_VERDICT_OUTPUT_KEY = "verdict"
 CLASS_CHANGE_PROPERTY = "class_change"
-# ImageExampleGen's output key for its IngestReport.
+# ImageExampleGen's output key for its IngestReport, and its parameter holding the IngestConfig.
 INGEST_REPORT_OUTPUT_KEY = "ingest_report"
+INGEST_CONFIG_PARAMETER = "ingest_config"
 # IngestReport custom properties: the ingest's counts, and the label map as JSON.
 INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")
 INGEST_INPUT_PROPERTY = "input"  # the folder or manifest ingested

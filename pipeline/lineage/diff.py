@@ -64,7 +64,9 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
         if code:
             facts[f"code.{component.node}"] = code
         if graph.outputs(execution.id, "examples"):
-            _flatten("config.ingest", properties.get("ingest_config", {}), facts)
+            _flatten(
+                "config.ingest", properties.get(metadata_keys.INGEST_CONFIG_PARAMETER, {}), facts
+            )
             dataset = read_dataset(graph, graph.outputs(execution.id, "examples")[0], None)
             facts["data.input"] = dataset.input
             facts["data.input_fingerprint"] = dataset.input_fingerprint

@@ -93,7 +93,7 @@ def read_dataset(
         if edges is not None:
             edges.append(Edge(example_gen.label, record.label, "examples"))
         reports = graph.outputs(producer.id, metadata_keys.INGEST_REPORT_OUTPUT_KEY)
-        ingest_config = example_gen.properties.get("ingest_config") or {}
+        ingest_config = example_gen.properties.get(metadata_keys.INGEST_CONFIG_PARAMETER) or {}
         if reports:
             report_record = graph.record(reports[0])
             ingest = IngestReportRecord.read(reports[0])
@@ -117,7 +117,7 @@ def read_dataset(
         ingest_report=report_record,
         example_gen=example_gen,
         input=ingest_config.get("input") if isinstance(ingest_config, dict) else None,
-        input_fingerprint=example_gen.properties.get("input_fingerprint") if example_gen else None,
+        input_fingerprint=record.properties.get(metadata_keys.INPUT_FINGERPRINT_PROPERTY),
     )
 
 

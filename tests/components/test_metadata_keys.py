@@ -28,7 +28,8 @@ def test_artifact_types_are_the_components_own():
     assert data_gate.DataVerdict.TYPE_NAME == metadata_keys.DATA_VERDICT_TYPE
 
 
-def test_output_keys_are_the_components_own():
+def test_output_keys_and_parameters_are_the_components_own():
     assert metadata_keys.INGEST_REPORT_OUTPUT_KEY in ImageExampleGen.SPEC_CLASS.OUTPUTS
+    assert metadata_keys.INGEST_CONFIG_PARAMETER in ImageExampleGen.SPEC_CLASS.PARAMETERS
     assert metadata_keys.MODEL_CARD_OUTPUT_KEY in ModelCardGen.SPEC_CLASS.OUTPUTS
     assert metadata_keys.DATA_VERDICT_OUTPUT_KEY in data_gate.DataGateSpec.OUTPUTS
