@@ -17,6 +17,7 @@ module in the module that starts it.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import pathlib
 
@@ -32,12 +33,18 @@ def _module_file(root: pathlib.Path, module: str) -> pathlib.Path | None:
     return None
 
 
-def _imported_modules(path: pathlib.Path, module: str) -> set[str]:
-    """The dotted names an import statement of the file may load: `from a import b` loads
-    module a and, where b is a module, a.b."""
+def _imported_modules(path: pathlib.Path, module: str) -> frozenset[str]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    return _imports_in(path.read_bytes(), package)
+
+
+@functools.lru_cache(maxsize=1024)
+def _imports_in(source: bytes, package: str) -> frozenset[str]:
+    """The dotted names the import statements of a source may load: `from a import b` loads
+    module a and, where b is a module, a.b. Cached by content: each file is parsed once per
+    process however many components import it, and an edited file is parsed again."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -48,7 +55,7 @@ def _imported_modules(path: pathlib.Path, module: str) -> set[str]:
                 base = node.module
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
-    return found
+    return frozenset(found)
 
 
 def source_files(module: str, root: pathlib.Path = PROJECT_ROOT) -> list[pathlib.Path]:
