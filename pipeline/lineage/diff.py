@@ -106,6 +106,12 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
     return facts
 
 
+def _absent_component(key: str, a: dict, b: dict) -> bool:
+    """A component's code is compared only where both runs have it (CuratedSchemaGen runs on a
+    pipeline's first span only): its absence is a `components` change, not a code change."""
+    return key.startswith("code.") and None in (a.get(key), b.get(key))
+
+
 def diff_runs(
     store: metadata_store.MetadataStore, run_a: str, run_b: str, pipeline: str | None = None
 ) -> RunDiff:
@@ -115,7 +121,7 @@ def diff_runs(
     changes = [
         Change(key.split(".", 1)[0], key.split(".", 1)[1], a.get(key), b.get(key))
         for key in set(a) | set(b)
-        if a.get(key) != b.get(key)
+        if a.get(key) != b.get(key) and not _absent_component(key, a, b)
     ]
     changes.sort(key=lambda c: (_SECTIONS.index(c.section), c.key))
     return RunDiff(first.run_id, second.run_id, tuple(changes), len(set(a) | set(b)) - len(changes))
