@@ -20,7 +20,9 @@ from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.proto.orchestration import execution_result_pb2
 from tfx.types import artifact, artifact_utils, component_spec, standard_artifacts
 
-from components.image_example_gen import IngestReport, load_label_map
+from components import metadata_keys
+from components.image_example_gen import IngestReport
+from components.ingest_report_reader import IngestReportRecord
 from data_prep import features
 from data_prep.label_map import class_change
 
@@ -28,17 +30,16 @@ ANOMALIES_FILE = "SchemaDiff.pb"  # what ExampleValidator and DistributionValida
 ANOMALIES_KEY = "anomalies"  # ExampleValidator's: the span against the schema
 DRIFT_KEY = "drift_anomalies"  # DistributionValidator's: the span against the baseline data
 INGEST_REPORT_KEY = "ingest_report"
-VERDICT_KEY = "verdict"
+VERDICT_KEY = metadata_keys.DATA_VERDICT_OUTPUT_KEY
 REFERENCE_LABEL_MAP_KEY = "reference_label_map"
 ALLOW_CLASS_CHANGES_KEY = "allow_class_changes"
-CLASS_CHANGE_PROPERTY = "class_change"  # on the DataVerdict: "" or what changed (allowed)
 STOPPED_CODE = 9  # the ExecutionResult code of a stopped span (gRPC's FAILED_PRECONDITION)
 
 
 class DataVerdict(artifact.Artifact):
     """A span that passed the gate, with the class change the policy allowed, if any."""
 
-    TYPE_NAME = "imgpipe.DataVerdict"
+    TYPE_NAME = metadata_keys.DATA_VERDICT_TYPE
 
 
 def describe_anomalies(anomalies: artifact.Artifact) -> list[tuple[str, str]]:
@@ -110,7 +111,7 @@ def gate_problems(
 class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         [report] = input_dict[INGEST_REPORT_KEY]
-        label_map = load_label_map(report)
+        label_map = IngestReportRecord.read(report.mlmd_artifact).label_map
         reference = json.loads(exec_properties[REFERENCE_LABEL_MAP_KEY])
         problems = gate_problems(
             artifact_utils.get_single_instance(input_dict[ANOMALIES_KEY]),
@@ -130,7 +131,7 @@ class Executor(base_executor.BaseExecutor):
         change = class_change(reference, label_map) if reference else None
         verdict = artifact_utils.get_single_instance(output_dict[VERDICT_KEY])
         verdict.set_string_custom_property(
-            CLASS_CHANGE_PROPERTY, change.describe() if change else ""
+            metadata_keys.CLASS_CHANGE_PROPERTY, change.describe() if change else ""
         )
         return None
 

@@ -9,7 +9,6 @@ and an IngestReport artifact (every file's fate, counts and the label map) recor
 import json
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from tfx import v1 as tfx
 from tfx.components.util import examples_utils
 from tfx.proto import example_gen_pb2
@@ -21,20 +20,10 @@ from data_prep.ingest import IngestImages, IngestOutputs, prepare_ingest, read_i
 
 
 class IngestReport(artifact.Artifact):
-    """Every input file's fate (accepted, rejected with a reason, ignored) and the label map."""
+    """Every input file's fate (accepted, rejected with a reason, ignored) and the label map;
+    read back by components/ingest_report_reader.py."""
 
     TYPE_NAME = metadata_keys.INGEST_REPORT_TYPE
-
-
-def load_label_map(report: artifact.Artifact) -> dict[str, int]:
-    """The class name -> id map an IngestReport artifact carries."""
-    with FileSystems.open(IngestOutputs.under(report.uri).label_map_path) as handle:
-        return json.load(handle)
-
-
-def label_map_of(examples: artifact.Artifact) -> dict[str, int]:
-    """The class name -> id map recorded on an Examples artifact ImageExampleGen wrote."""
-    return json.loads(examples.get_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY))
 
 
 @tfx.dsl.components.component(use_beam=True)
@@ -74,8 +63,8 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
     examples.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, label_map)
     for name, count in report["totals"].items():
         ingest_report.set_int_custom_property(name, count)
-    ingest_report.set_string_custom_property("input", config.input)
-    ingest_report.set_int_custom_property("span", span)
+    ingest_report.set_string_custom_property(metadata_keys.INGEST_INPUT_PROPERTY, config.input)
+    ingest_report.set_int_custom_property(metadata_keys.INGEST_SPAN_PROPERTY, span)
     ingest_report.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, label_map)
     ingest_report.set_string_custom_property(
         metadata_keys.CLASSES_LEFT_OUT_PROPERTY, json.dumps(report["classes_left_out"])

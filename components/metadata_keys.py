@@ -12,16 +12,25 @@ MODEL_CARD_TYPE = "imgpipe.ModelCard"
 
 DATA_VERDICT_TYPE = "imgpipe.DataVerdict"
 
-# DataVerdict custom property: "" or the class change the policy allowed.
+# DataGate's output key; DataVerdict custom property: "" or the class change the policy allowed.
+DATA_VERDICT_OUTPUT_KEY = "verdict"
 CLASS_CHANGE_PROPERTY = "class_change"
+# ImageExampleGen's output key for its IngestReport, and its parameter holding the IngestConfig.
+INGEST_REPORT_OUTPUT_KEY = "ingest_report"
+INGEST_CONFIG_PARAMETER = "ingest_config"
 # IngestReport custom properties: the ingest's counts, and the label map as JSON.
 INGEST_COUNTS = ("found", "accepted", "rejected", "ignored")
+INGEST_INPUT_PROPERTY = "input"  # the folder or manifest ingested
+INGEST_SPAN_PROPERTY = "span"
 LABEL_MAP_PROPERTY = "label_map"  # also on the Examples: every executor sizes itself from it
 CLASSES_LEFT_OUT_PROPERTY = "classes_left_out"  # class folders with no accepted image (JSON)
 # Examples custom property: runners compare it to number the next span.
 INPUT_FINGERPRINT_PROPERTY = "input_fingerprint"
-# ModelCard custom property: the folder the card was placed in beside the pushed model.
+# ModelCardGen's output key; ModelCard custom properties: the folder the card was placed in
+# beside the pushed model, and the id of the Model it describes.
+MODEL_CARD_OUTPUT_KEY = "model_card"
 PLACED_AT_PROPERTY = "placed_at"
+MODEL_CARD_MODEL_ID_PROPERTY = "model_id"
 # Model custom properties carrying the Trainer's performance report start with this.
 PERFORMANCE_PROPERTY_PREFIX = "perf_"
 

@@ -29,11 +29,10 @@ from tfx.utils import path_utils
 
 from components import evaluation_report, metadata_keys, serving_check, tflite_export
 from components.evaluation_report import shown
+from components.model_card_reader import CARD_JSON, CARD_MARKDOWN
 from components.trainer.serving_assets import read_label_names
 from components.transform_module import class_counts
 
-CARD_JSON = "model_card.json"
-CARD_MARKDOWN = "model_card.md"
 TFLITE_DIR = "tflite"
 EVALUATION_DIR = "evaluation"
 PACKAGES = (
@@ -51,7 +50,7 @@ PACKAGES = (
 
 
 class ModelCard(artifact.Artifact):
-    """model_card.json and model_card.md of one model."""
+    """model_card.json and model_card.md of one model; read back by model_card_reader.py."""
 
     TYPE_NAME = metadata_keys.MODEL_CARD_TYPE
 
@@ -372,7 +371,7 @@ def ModelCardGen(  # noqa: N802  TFX component names are classes
         pushed_model,
     )
     write_card(card, model_card.uri)
-    model_card.set_int_custom_property("model_id", model.id)
+    model_card.set_int_custom_property(metadata_keys.MODEL_CARD_MODEL_ID_PROPERTY, model.id)
     if card["model"]["pushed"]:
         place_beside_pushed_model(
             model_card.uri,

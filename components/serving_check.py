@@ -19,6 +19,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import path_utils
 
 import components
+from components import serving_probe  # by import: its code is this component's code
 
 REPORT_FILE = "serving_check.json"
 BLESSED_FILE, NOT_BLESSED_FILE = "INFRA_BLESSED", "INFRA_NOT_BLESSED"  # InfraValidator's names
@@ -35,7 +36,7 @@ def run_probe(model_dir: str, latency_requests: int) -> dict:
         command = [
             sys.executable,
             "-m",
-            "components.serving_probe",
+            serving_probe.__name__,
             model_dir,
             report_path,
             str(latency_requests),

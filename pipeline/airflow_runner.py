@@ -88,7 +88,7 @@ def airflow_dag(config: PipelineConfig):
     }
     # No drift check on Airflow yet: TFX's legacy launcher fails DistributionValidator's run
     # (seen in `make airflow-test`); the schema, anomaly and class gates still run.
-    pipeline = create_pipeline(config, data, code_fingerprint(), connection, drift_resolver=None)
+    pipeline = create_pipeline(config, data, code_fingerprint, connection, drift_resolver=None)
     dag = AirflowDagRunner(AirflowPipelineConfig(airflow_dag_config=dag_settings)).run(pipeline)
     component_tasks = list(dag.tasks)
     summary = PythonOperator(

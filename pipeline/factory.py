@@ -41,13 +41,15 @@ from pipeline.baseline_strategy import (
     BlessedTrainingStatisticsStrategy,
 )
 from pipeline.beam_options import resolve_beam_args
+from pipeline.code_fingerprint import OWN_PACKAGES
 from pipeline.config import GateConfig, PipelineConfig
 from pipeline.data_snapshot import SCHEMA_NODE, SCHEMA_OUTPUT_KEY, DataSnapshot
 from pipeline.warm_start_strategy import BlessedBeforeExamplesStrategy
 
 # The user code by import path, not module_file: TFX then neither builds a wheel of components/
 # nor pip-installs it in every executor and worker (the project is installed wherever the
-# pipeline runs). TFX's module_file fingerprint is replaced by code_fingerprint in custom_config.
+# pipeline runs). TFX's module_file fingerprint is replaced by the fingerprint of each module's
+# code (pipeline/code_fingerprint.py) in the settings of the component that runs it.
 PREPROCESSING_FN = f"{transform_module.__name__}.{transform_module.preprocessing_fn.__name__}"
 RUN_FN = f"{trainer_module.__name__}.{trainer_module.run_fn.__name__}"
 TUNER_FN = f"{tuner_module.__name__}.{tuner_module.tuner_fn.__name__}"
@@ -174,10 +176,27 @@ def warm_start_model(examples: tfx.dsl.Channel) -> tfx.dsl.Resolver:
     )
 
 
+def carry_code_fingerprints(
+    nodes: list[base_node.BaseNode], code_fingerprint: Callable[[str], str]
+) -> None:
+    """Gives each node whose executor is our code (a Python-function component's generated
+    executor, a custom executor class: ImageExampleGen, CuratedSchemaGen, DataGate, the
+    Evaluator, ServingCheck, TFLiteExport, EvaluationReportGen, ModelCardGen) the fingerprint of
+    that executor's module as an exec property: part of its cache key on every orchestrator
+    (local, Airflow's legacy launcher, Vertex) and recorded on its executions. Nodes with a
+    custom_config (Transform, Tuner, Trainer: TFX's components running our module code) carry
+    the fingerprint of their module there, set where they are built."""
+    for node in nodes:
+        spec = getattr(node, "executor_spec", None)
+        module = getattr(getattr(spec, "executor_class", None), "__module__", "")
+        if module.split(".")[0] in OWN_PACKAGES and "custom_config" not in node.exec_properties:
+            node.exec_properties[CODE_FINGERPRINT_KEY] = code_fingerprint(module)
+
+
 def create_pipeline(
     config: PipelineConfig,
     data: DataSnapshot,
-    code_fingerprint: str,
+    code_fingerprint: Callable[[str], str],
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None,
     baseline_resolver: Callable[[tfx.dsl.Channel], tfx.dsl.Resolver] = baseline_before_candidate,
     drift_resolver: Callable[[tfx.dsl.Channel], tfx.dsl.Resolver] | None = drift_baseline,
@@ -185,7 +204,9 @@ def create_pipeline(
     """Args:
     config: a validated PipelineConfig.
     data: the input's fingerprint (new images invalidate the cache) and span.
-    code_fingerprint: code_fingerprint.code_fingerprint(); code edits invalidate the cache.
+    code_fingerprint: a module's name -> the fingerprint of its code (code_fingerprint.
+      code_fingerprint): each component carries the one of the module it runs, so an edit to
+      that code invalidates its cache and nothing else's.
     metadata_connection_config: the ML Metadata store the run writes (SQLite, MySQL); None where
       the orchestrator owns the store (Kubeflow V2 / Vertex).
     baseline_resolver: builds the Evaluator's baseline resolver from the Trainer's model channel.
@@ -232,7 +253,7 @@ def create_pipeline(
         splits_config=tfx.proto.SplitsConfig(analyze=["train"]),
         custom_config={
             IMAGE_SIZE_KEY: config.trainer.image_size,
-            CODE_FINGERPRINT_KEY: code_fingerprint,
+            CODE_FINGERPRINT_KEY: code_fingerprint(transform_module.__name__),
         },
     )
     transform.add_upstream_node(data_gate)  # no statistics from data that failed the gate
@@ -250,7 +271,7 @@ def create_pipeline(
             custom_config={
                 TRAINER_CONFIG_KEY: trainer_config_to_json(config.trainer),
                 TUNING_CONFIG_KEY: tuning_config_to_json(config.tuning),
-                CODE_FINGERPRINT_KEY: code_fingerprint,
+                CODE_FINGERPRINT_KEY: code_fingerprint(tuner_module.__name__),
             },
         )
         if config.tuning.enabled
@@ -269,7 +290,7 @@ def create_pipeline(
         eval_args=tfx.proto.EvalArgs(splits=["eval"]),
         custom_config={
             TRAINER_CONFIG_KEY: trainer_config_to_json(config.trainer),
-            CODE_FINGERPRINT_KEY: code_fingerprint,
+            CODE_FINGERPRINT_KEY: code_fingerprint(trainer_module.__name__),
         },
     )
     baseline = baseline_resolver(trainer.outputs["model"])
@@ -311,28 +332,30 @@ def create_pipeline(
         tflite=tflite_export.outputs["tflite"],
         pushed_model=pusher.outputs["pushed_model"],
     )
+    nodes = [
+        example_gen,
+        statistics_gen,
+        schema_node,
+        example_validator,
+        *drift_nodes,
+        data_gate,
+        transform,
+        *([warm_start] if warm_start else []),
+        *([tuner] if tuner else []),
+        trainer,
+        baseline,
+        evaluator,
+        serving_check,
+        evaluation_report,
+        tflite_export,
+        pusher,
+        model_card,
+    ]
+    carry_code_fingerprints(nodes, code_fingerprint)
     return tfx.dsl.Pipeline(
         pipeline_name=config.name,
         pipeline_root=config.pipeline_root,
-        components=[
-            example_gen,
-            statistics_gen,
-            schema_node,
-            example_validator,
-            *drift_nodes,
-            data_gate,
-            transform,
-            *([warm_start] if warm_start else []),
-            *([tuner] if tuner else []),
-            trainer,
-            baseline,
-            evaluator,
-            serving_check,
-            evaluation_report,
-            tflite_export,
-            pusher,
-            model_card,
-        ],
+        components=nodes,
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(resolve_beam_args(config.beam_args, data.files)),

@@ -74,7 +74,7 @@ def run_local(
     with lock as (holder, previous):
         run_guard.mark_orphans(store, config.name, previous)
         data = take_snapshot(config.ingest.input, store, config.name)
-        pipeline = create_pipeline(config, data, code_fingerprint(), connection)
+        pipeline = create_pipeline(config, data, code_fingerprint, connection)
         # Compiled here (as LocalDagRunner.run does) so that this process names its own run.
         ir = tfx_runner._make_pipeline_proto(pipeline)  # noqa: SLF001
         run_id = datetime.datetime.now().isoformat()

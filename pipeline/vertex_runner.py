@@ -45,7 +45,7 @@ def compile_vertex(
 
     config.validate()
     pipeline = create_pipeline(
-        config, data, code_fingerprint(), None, latest_blessed_baseline, drift_resolver=None
+        config, data, code_fingerprint, None, latest_blessed_baseline, drift_resolver=None
     )
     runner = experimental.KubeflowV2DagRunner(
         config=experimental.KubeflowV2DagRunnerConfig(default_image=image),

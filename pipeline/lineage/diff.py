@@ -56,8 +56,17 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
         record = graph.execution(execution)
         properties = record.properties
         custom = custom_config(record)
+        # Each component's own code (pipeline/code_fingerprint.py): an exec property of ours,
+        # or in custom_config of TFX's components that run our module code.
+        code = properties.get(metadata_keys.CODE_FINGERPRINT_KEY) or custom.get(
+            metadata_keys.CODE_FINGERPRINT_KEY
+        )
+        if code:
+            facts[f"code.{component.node}"] = code
         if graph.outputs(execution.id, "examples"):
-            _flatten("config.ingest", properties.get("ingest_config", {}), facts)
+            _flatten(
+                "config.ingest", properties.get(metadata_keys.INGEST_CONFIG_PARAMETER, {}), facts
+            )
             dataset = read_dataset(graph, graph.outputs(execution.id, "examples")[0], None)
             facts["data.input"] = dataset.input
             facts["data.input_fingerprint"] = dataset.input_fingerprint
@@ -80,7 +89,6 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
                 parsed_json(custom.get(metadata_keys.TRAINER_CONFIG_KEY, {})),
                 facts,
             )
-            facts["code.fingerprint"] = custom.get(metadata_keys.CODE_FINGERPRINT_KEY)
             facts["code.trainer_module"] = properties.get("module_path")
             facts["artifacts.model"] = models[0].id
         if "eval_config" in properties:  # a failed Evaluator has its config but no outputs
@@ -98,6 +106,12 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
     return facts
 
 
+def _absent_component(key: str, a: dict, b: dict) -> bool:
+    """A component's code is compared only where both runs have it (CuratedSchemaGen runs on a
+    pipeline's first span only): its absence is a `components` change, not a code change."""
+    return key.startswith("code.") and None in (a.get(key), b.get(key))
+
+
 def diff_runs(
     store: metadata_store.MetadataStore, run_a: str, run_b: str, pipeline: str | None = None
 ) -> RunDiff:
@@ -107,7 +121,7 @@ def diff_runs(
     changes = [
         Change(key.split(".", 1)[0], key.split(".", 1)[1], a.get(key), b.get(key))
         for key in set(a) | set(b)
-        if a.get(key) != b.get(key)
+        if a.get(key) != b.get(key) and not _absent_component(key, a, b)
     ]
     changes.sort(key=lambda c: (_SECTIONS.index(c.section), c.key))
     return RunDiff(first.run_id, second.run_id, tuple(changes), len(set(a) | set(b)) - len(changes))

@@ -9,6 +9,8 @@ import os
 
 from ml_metadata.metadata_store import metadata_store
 
+from components import metadata_keys
+from components.ingest_report_reader import IngestReportRecord
 from pipeline.lineage.models import TrainedModel, models_trained_on
 from pipeline.lineage.store import MetadataGraph, same_file
 
@@ -62,7 +64,7 @@ def image_lineage(store: metadata_store.MetadataStore, path: str) -> ImageLineag
     """
     from apache_beam.io.filesystems import FileSystems
 
-    from data_prep.ingest import IngestOutputs, read_source_index
+    from data_prep.ingest import read_source_index
 
     graph = MetadataGraph(store)
     digest = _sha256(path)
@@ -72,8 +74,8 @@ def image_lineage(store: metadata_store.MetadataStore, path: str) -> ImageLineag
         producer = graph.producer(examples.id, "examples")
         if producer is None:  # not an ExampleGen's dataset (e.g. Transform's materialized output)
             continue
-        reports = graph.outputs(producer.id, "ingest_report")
-        index_path = IngestOutputs.under(reports[0].uri).source_index_path if reports else None
+        reports = graph.outputs(producer.id, metadata_keys.INGEST_REPORT_OUTPUT_KEY)
+        index_path = IngestReportRecord.read(reports[0]).source_index_path if reports else None
         if index_path is None or not FileSystems.exists(index_path):
             unindexed.append(examples.id)
             continue

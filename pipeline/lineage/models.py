@@ -5,12 +5,12 @@ on them."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
+from components.ingest_report_reader import IngestReportRecord
 from pipeline.lineage.metrics import eval_accuracy
 from pipeline.lineage.store import (
     ArtifactRecord,
@@ -85,28 +85,28 @@ class ExamplesLineage:
 def read_dataset(
     graph: MetadataGraph, examples: mlmd_pb2.Artifact, edges: list[Edge] | None
 ) -> Dataset:
-    from data_prep.ingest import IngestOutputs
-
     record = graph.record(examples)
     producer = graph.producer(examples.id, "examples")
     example_gen = graph.execution(producer) if producer else None
-    report, report_record, ingest_config = {}, None, {}
+    report, report_record, ingest, ingest_config = {}, None, None, {}
     if producer is not None:
         if edges is not None:
             edges.append(Edge(example_gen.label, record.label, "examples"))
-        reports = graph.outputs(producer.id, "ingest_report")
-        ingest_config = example_gen.properties.get("ingest_config") or {}
+        reports = graph.outputs(producer.id, metadata_keys.INGEST_REPORT_OUTPUT_KEY)
+        ingest_config = example_gen.properties.get(metadata_keys.INGEST_CONFIG_PARAMETER) or {}
         if reports:
             report_record = graph.record(reports[0])
+            ingest = IngestReportRecord.read(reports[0])
             if edges is not None:
-                edges.append(Edge(example_gen.label, report_record.label, "ingest_report"))
-            # The IngestReport folder is laid out like `imgpipe prep` output: report, label map.
-            report = read_json(IngestOutputs.under(reports[0].uri).report_path)
-    label_map = report.get("label_map") or parsed_json(
-        (report_record.properties if report_record else {}).get(
-            metadata_keys.LABEL_MAP_PROPERTY, "{}"
-        )
-    )
+                edges.append(
+                    Edge(
+                        example_gen.label,
+                        report_record.label,
+                        metadata_keys.INGEST_REPORT_OUTPUT_KEY,
+                    )
+                )
+            report = read_json(ingest.report_path)
+    label_map = report.get("label_map") or (ingest.label_map if ingest else {})
     return Dataset(
         examples=record,
         span=record.properties.get("span"),
@@ -117,7 +117,7 @@ def read_dataset(
         ingest_report=report_record,
         example_gen=example_gen,
         input=ingest_config.get("input") if isinstance(ingest_config, dict) else None,
-        input_fingerprint=example_gen.properties.get("input_fingerprint") if example_gen else None,
+        input_fingerprint=record.properties.get(metadata_keys.INPUT_FINGERPRINT_PROPERTY),
     )
 
 
@@ -324,10 +324,8 @@ def examples_label_map(store: metadata_store.MetadataStore, examples_id: int) ->
     """The label map ImageExampleGen recorded beside an Examples artifact ({} if none)."""
     graph = MetadataGraph(store)
     producer = graph.producer(examples_id, "examples")
-    reports = graph.outputs(producer.id, "ingest_report") if producer is not None else []
-    if not reports or metadata_keys.LABEL_MAP_PROPERTY not in reports[0].custom_properties:
-        return {}
-    return json.loads(reports[0].custom_properties[metadata_keys.LABEL_MAP_PROPERTY].string_value)
+    reports = graph.outputs(producer.id, metadata_keys.INGEST_REPORT_OUTPUT_KEY) if producer else []
+    return IngestReportRecord.read(reports[0]).label_map if reports else {}
 
 
 def model_label_map(store: metadata_store.MetadataStore, model_id: int) -> dict[str, int]:

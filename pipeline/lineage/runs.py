@@ -10,6 +10,8 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
+from components.ingest_report_reader import IngestReportRecord
+from components.model_card_reader import card_folder
 from pipeline import exit_codes, run_guard
 from pipeline.exit_codes import STOPPED_BY_EVALUATOR, STOPPED_BY_GATE, STOPPED_BY_SERVING_CHECK
 from pipeline.lineage.metrics import eval_accuracy, validation_failures
@@ -103,12 +105,12 @@ _RUN_OUTPUTS = {
     "serving_check": ("blessing", "InfraBlessing"),
     "evaluation": ("evaluation", "ModelEvaluation"),
     "pushed_model": ("pushed_model", "PushedModel"),
-    "ingest_report": ("ingest_report", metadata_keys.INGEST_REPORT_TYPE),
+    "ingest_report": (metadata_keys.INGEST_REPORT_OUTPUT_KEY, metadata_keys.INGEST_REPORT_TYPE),
     "tflite": ("tflite", metadata_keys.TFLITE_MODEL_TYPE),
     "readable_evaluation": ("report", metadata_keys.EVALUATION_REPORT_TYPE),
-    "model_card": ("model_card", metadata_keys.MODEL_CARD_TYPE),
+    "model_card": (metadata_keys.MODEL_CARD_OUTPUT_KEY, metadata_keys.MODEL_CARD_TYPE),
     "model_run": ("model_run", "ModelRun"),  # the Trainer's TensorBoard logs and JSON reports
-    "verdict": ("verdict", metadata_keys.DATA_VERDICT_TYPE),
+    "verdict": (metadata_keys.DATA_VERDICT_OUTPUT_KEY, metadata_keys.DATA_VERDICT_TYPE),
 }
 
 
@@ -294,8 +296,6 @@ def run_executions(store: metadata_store.MetadataStore, run: PipelineRun) -> lis
 
 def _data(graph: MetadataGraph, first: dict[str, int], components, outputs) -> dict:
     """The span the run used, whether it ingested it, and the ingest's accounting."""
-    from data_prep.ingest import IngestOutputs
-
     data = {}
     if "examples" in first:
         data["span"] = graph.artifact(first["examples"]).properties["span"].int_value
@@ -304,20 +304,12 @@ def _data(graph: MetadataGraph, first: dict[str, int], components, outputs) -> d
         }
         data["new_data"] = any(c.state == "ran" for c in components if c.execution_id in producers)
     if "ingest_report" in first:
-        report = graph.artifact(first["ingest_report"])
-        label_map = json.loads(
-            report.custom_properties[metadata_keys.LABEL_MAP_PROPERTY].string_value
-        )
-        data["class_names"] = tuple(sorted(label_map, key=label_map.get))
-        left_out = report.custom_properties.get(metadata_keys.CLASSES_LEFT_OUT_PROPERTY)
-        if left_out:
-            data["classes_left_out"] = tuple(json.loads(left_out.string_value))
-        data["ingest_counts"] = {
-            name: report.custom_properties[name].int_value
-            for name in metadata_keys.INGEST_COUNTS
-            if name in report.custom_properties
-        }
-        data["ingest_report"] = IngestOutputs.under(report.uri).report_path
+        report = IngestReportRecord.read(graph.artifact(first["ingest_report"]))
+        data["class_names"] = tuple(sorted(report.label_map, key=report.label_map.get))
+        if report.classes_left_out:
+            data["classes_left_out"] = report.classes_left_out
+        data["ingest_counts"] = report.counts
+        data["ingest_report"] = report.report_path
     return data
 
 
@@ -347,9 +339,7 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
             keys = ("accuracy", "macro_f1", "per_class", "most_confused", "misclassified_count")
             reports["evaluation"] = {**{key: report[key] for key in keys}, "uri": uri}
     if "model_card" in first:
-        card = graph.artifact(first["model_card"])
-        placed = card.custom_properties.get(metadata_keys.PLACED_AT_PROPERTY)
-        reports["model_card"] = placed.string_value if placed else card.uri
+        reports["model_card"] = card_folder(graph.artifact(first["model_card"]))
     return reports
 
 

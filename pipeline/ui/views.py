@@ -279,17 +279,9 @@ def eval_images(examples: lineage.ArtifactRecord, source_paths: tuple[str, ...])
 
 
 def _model_card(run: lineage.PipelineRun) -> str | None:
-    from apache_beam.io.filesystems import FileSystems
+    from components.model_card_reader import read_card_markdown
 
-    from components.model_card import CARD_MARKDOWN
-
-    if run.model_card is None:
-        return None
-    path = posixpath.join(run.model_card, CARD_MARKDOWN)
-    if not FileSystems.exists(path):
-        return None
-    with FileSystems.open(path) as handle:
-        return handle.read().decode()
+    return None if run.model_card is None else read_card_markdown(run.model_card)
 
 
 # --- Lineage ------------------------------------------------------------------------------

@@ -6,9 +6,8 @@ import json
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.types import artifact_utils, standard_artifacts
 
-from components import data_gate
+from components import data_gate, metadata_keys
 from components.image_example_gen import IngestReport
-from data_prep.ingest import IngestOutputs
 
 REFERENCE = {"circle": 0, "square": 1, "triangle": 2}
 
@@ -35,11 +34,10 @@ def _drift(feature, description):
 
 
 def _report(root, label_map):
+    """An IngestReport as ImageExampleGen records it (the gate reads its recorded label map)."""
     report = IngestReport()
     report.uri = str(root)
-    root.mkdir(parents=True)
-    with open(IngestOutputs.under(str(root)).label_map_path, "w") as handle:
-        json.dump(label_map, handle)
+    report.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, json.dumps(label_map))
     report.set_int_custom_property("span", 2)
     return report
 
@@ -68,7 +66,7 @@ def _run(tmp_path, label_map, drift=None, allow=False):
 def test_a_clean_span_passes_with_no_class_change(tmp_path):
     output, verdict = _run(tmp_path, REFERENCE)
     assert output is None
-    assert verdict.get_string_custom_property(data_gate.CLASS_CHANGE_PROPERTY) == ""
+    assert verdict.get_string_custom_property(metadata_keys.CLASS_CHANGE_PROPERTY) == ""
 
 
 def test_drift_stops_the_span_naming_feature_value_and_threshold(tmp_path):
@@ -96,7 +94,7 @@ def test_a_new_class_stops_unless_allowed_and_then_its_share_drift_is_expected(t
     share = _drift("label_name", "The Linfty distance ... is 0.25, above the threshold 0.2.")
     output, verdict = _run(tmp_path / "allowed", with_cross, drift=share, allow=True)
     assert output is None
-    assert verdict.get_string_custom_property(data_gate.CLASS_CHANGE_PROPERTY) == (
+    assert verdict.get_string_custom_property(metadata_keys.CLASS_CHANGE_PROPERTY) == (
         "new class(es) cross"
     )
 

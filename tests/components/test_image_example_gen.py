@@ -1,6 +1,7 @@
 """ImageExampleGen inside a real TFX pipeline (LocalDagRunner, SQLite MLMD) on tiny data."""
 
 import json
+import os
 
 import pytest
 import tensorflow as tf
@@ -8,7 +9,8 @@ from ml_metadata.metadata_store import metadata_store
 from tfx import v1 as tfx
 from tfx.types import artifact_utils
 
-from components.image_example_gen import ImageExampleGen, IngestReport, load_label_map
+from components.image_example_gen import ImageExampleGen, IngestReport
+from components.ingest_report_reader import IngestReportRecord
 from data_prep import features
 from data_prep.config import IngestConfig
 from data_prep.sources import input_fingerprint
@@ -96,9 +98,14 @@ def test_ingest_report_is_an_artifact_in_mlmd(pipeline_run):
     assert props["ignored"].int_value == 1
     assert json.loads(props["label_map"].string_value) == {"pear": 0, "apple": 1}
     assert json.loads(props["classes_left_out"].string_value) == ["docs"]
-    artifact = IngestReport()
-    artifact.uri = report.uri
-    assert load_label_map(artifact) == {"pear": 0, "apple": 1}
+    record = IngestReportRecord.read(report)  # the reader beside the writer
+    assert record.label_map == {"pear": 0, "apple": 1}
+    assert record.counts == {"found": 32, "accepted": 30, "rejected": 1, "ignored": 1}
+    assert record.classes_left_out == ("docs",)
+    assert (record.span, record.uri) == (3, report.uri)
+    with open(record.report_path) as handle:
+        assert json.load(handle)["totals"] == record.counts
+    assert os.path.exists(record.source_index_path)
 
 
 def test_statistics_and_schema_read_the_examples_unchanged(pipeline_run):

@@ -3,10 +3,10 @@
 from tfx.components.evaluator import constants as evaluator_constants
 from tfx.components.pusher import executor as pusher_executor
 
-from components import metadata_keys
+from components import data_gate, metadata_keys
 from components.evaluation_report import EvaluationReport
-from components.image_example_gen import IngestReport
-from components.model_card import ModelCard
+from components.image_example_gen import ImageExampleGen, IngestReport
+from components.model_card import ModelCard, ModelCardGen
 from components.tflite_export import TFLiteModel
 
 
@@ -25,3 +25,11 @@ def test_artifact_types_are_the_components_own():
     assert EvaluationReport.TYPE_NAME == metadata_keys.EVALUATION_REPORT_TYPE
     assert TFLiteModel.TYPE_NAME == metadata_keys.TFLITE_MODEL_TYPE
     assert ModelCard.TYPE_NAME == metadata_keys.MODEL_CARD_TYPE
+    assert data_gate.DataVerdict.TYPE_NAME == metadata_keys.DATA_VERDICT_TYPE
+
+
+def test_output_keys_and_parameters_are_the_components_own():
+    assert metadata_keys.INGEST_REPORT_OUTPUT_KEY in ImageExampleGen.SPEC_CLASS.OUTPUTS
+    assert metadata_keys.INGEST_CONFIG_PARAMETER in ImageExampleGen.SPEC_CLASS.PARAMETERS
+    assert metadata_keys.MODEL_CARD_OUTPUT_KEY in ModelCardGen.SPEC_CLASS.OUTPUTS
+    assert metadata_keys.DATA_VERDICT_OUTPUT_KEY in data_gate.DataGateSpec.OUTPUTS

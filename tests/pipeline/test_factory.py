@@ -15,10 +15,15 @@ from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
 STORE = MlmdTarget(mysql="127.0.0.1:3306/mlmd").connection_config(read_only=False)
 
 
+def code_of(module: str) -> str:
+    """A stand-in code fingerprint that names the module it fingerprints."""
+    return f"code of {module}"
+
+
 def _create(tmp_path, files=2):
     config = local_preset(str(tmp_path / "images"), str(tmp_path / "build"))
     data = DataSnapshot("abc", 1, files=files)
-    return config, create_pipeline(config, data, "def", STORE)
+    return config, create_pipeline(config, data, code_of, STORE)
 
 
 def test_factory_is_pure_and_wires_every_component(tmp_path):
@@ -30,16 +35,17 @@ def test_factory_is_pure_and_wires_every_component(tmp_path):
 
 
 def test_user_code_is_imported_by_name_and_its_edits_change_the_settings(tmp_path):
-    """No module_file: TFX builds and installs no user-code wheel; the code fingerprint in
-    custom_config is what invalidates the cache when the code changes."""
+    """No module_file: TFX builds and installs no user-code wheel; the fingerprint of each
+    module's code in its custom_config is what invalidates the cache when the code changes."""
     _, pipeline = _create(tmp_path)
     nodes = {c.id: c for c in pipeline.components}
     transform, trainer = nodes["Transform"].exec_properties, nodes["Trainer"].exec_properties
     assert transform["module_file"] is None and trainer["module_file"] is None
     assert udf_utils.get_fn(transform, "preprocessing_fn") is transform_module.preprocessing_fn
     assert udf_utils.get_fn(trainer, "run_fn") is trainer_module.run_fn
-    for properties in (transform, trainer):
-        assert '"code_fingerprint": "def"' in properties["custom_config"]
+    for properties, module in ((transform, transform_module), (trainer, trainer_module)):
+        custom_config = json.loads(properties["custom_config"])
+        assert custom_config["code_fingerprint"] == code_of(module.__name__)
 
 
 def test_beam_jobs_get_options_by_input_size(tmp_path):
@@ -53,7 +59,7 @@ def test_a_later_span_imports_the_decided_schema_and_keeps_the_label_ids(tmp_pat
     config = local_preset(str(tmp_path / "images"), str(tmp_path / "build"))
     reference = {"dog": 0, "cat": 1}
     data = DataSnapshot("abc", 2, reference_label_map=reference, schema_uri="/s/Schema/3")
-    nodes = {c.id: c for c in create_pipeline(config, data, "def", STORE).components}
+    nodes = {c.id: c for c in create_pipeline(config, data, code_of, STORE).components}
     assert set(nodes) == set(COMPONENTS) - {"CuratedSchemaGen"} | {SCHEMA_IMPORTER}
     assert nodes[SCHEMA_IMPORTER].exec_properties["artifact_uri"] == "/s/Schema/3"
     for node in ("ImageExampleGen", "DataGate"):
@@ -68,7 +74,7 @@ def test_warm_start_and_tuning_add_their_nodes_and_feed_the_trainer(tmp_path):
         trainer=dataclasses.replace(config.trainer, warm_start=True),
         tuning=TuningConfig(enabled=True),
     )
-    pipeline = create_pipeline(config, DataSnapshot("abc", 1), "def", STORE)
+    pipeline = create_pipeline(config, DataSnapshot("abc", 1), code_of, STORE)
     by_id = {component.id: component for component in pipeline.components}
     assert sorted(by_id) == sorted([*COMPONENTS, "Tuner", WARM_START_NODE])
     trainer_inputs = by_id["Trainer"].inputs

@@ -13,6 +13,7 @@ import sys
 import pytest
 import tensorflow_model_analysis as tfma
 
+from components import image_example_gen, model_card, trainer_module
 from data_prep.sources import input_fingerprint
 from pipeline import exit_codes, lineage
 from pipeline.cli import build_parser, main
@@ -90,7 +91,7 @@ def test_model_lineage_reaches_the_images_code_and_settings(runs, capsys):
     assert answer.pushed_model.properties["pushed_destination"] == runs.first.pushed_to
     assert answer.model.id == first_run.model_id
     assert answer.trainer_config["learning_rate"] == FIRST_RATE
-    assert answer.code_fingerprint == code_fingerprint()
+    assert answer.code_fingerprint == code_fingerprint(trainer_module.__name__)
     assert answer.evaluation.blessed is True
     first_eval = min(runs.store.get_artifacts_by_type("ModelEvaluation"), key=lambda a: a.id)
     assert answer.evaluation.accuracy == pytest.approx(_tfma_accuracy(first_eval.uri, ""))
@@ -111,7 +112,7 @@ def test_model_lineage_reaches_the_images_code_and_settings(runs, capsys):
     assert code == 0
     assert f"learning_rate={FIRST_RATE}" in out
     assert re.search(rf"input +{re.escape(str(runs.images))}, {FOUND} files", out)
-    assert code_fingerprint() in out
+    assert code_fingerprint(trainer_module.__name__) in out
 
 
 @pytest.mark.slow
@@ -159,6 +160,13 @@ def test_diff_shows_the_changed_setting_and_what_it_caused(runs, capsys):
     assert changes[("components", "ImageExampleGen")] == ("ran", "cached")
     assert not {c.section for c in diff.changes} & {"code", "data"}
     assert diff.unchanged > 20
+    facts = lineage.run_facts(runs.store, lineage.find_run(lineage.list_runs(runs.store), "latest"))
+    for node, module in (
+        ("ImageExampleGen", image_example_gen),
+        ("Trainer", trainer_module),
+        ("ModelCardGen", model_card),
+    ):  # each component's own code, what a diff after an edit names
+        assert facts[f"code.{node}"] == code_fingerprint(module.__name__)
 
     same = lineage.diff_runs(runs.store, "latest", "latest")
     assert same.changes == ()
