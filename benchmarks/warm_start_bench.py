@@ -101,7 +101,7 @@ def chart(records: list[dict], path: str) -> None:
     names = [r["setting"].replace("span_2.", "").replace("_epochs", " ep") for r in runs]
     figure, axes = plt.subplots(1, 2, figsize=(12, 4))
     for axis, key, fmt, title in (
-        (axes[0], "value", "{:.3f}", "eval accuracy (span 1 model: its own eval split)"),
+        (axes[0], "value", "{:.3f}", "eval accuracy (span 1: its eval split; the rest: span 2's)"),
         (axes[1], "wall_seconds", "{:.0f}", "wall time of the train() call, s"),
     ):
         bars = axis.bar(names, [r[key] for r in runs], color="#4a7ab5")

@@ -292,5 +292,13 @@ def test_soft_labels_are_off_by_default_and_the_pipeline_keeps_int_labels(shard_
     plan = _plan(shard_pattern)
     default = input_pipeline.training_dataset(plan, SIZE, NORMALIZATION, 40, 0, soft_labels=None)
     plain = input_pipeline.training_dataset(plan, SIZE, NORMALIZATION, 40, 0)
+    softened = input_pipeline.training_dataset(plan, SIZE, NORMALIZATION, 40, 0, soft_labels=on)
     assert default.element_spec == plain.element_spec
     assert default.element_spec[1] == tf.TensorSpec((BATCH,), tf.int64)
+    # Off, not one op more: the same dataset graph as a pipeline that never had the stage.
+    assert _dataset_ops(default) == _dataset_ops(plain) != _dataset_ops(softened)
+
+
+def _dataset_ops(dataset: tf.data.Dataset) -> list[str]:
+    graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    return sorted(node.op for node in graph.node)
