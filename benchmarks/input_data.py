@@ -11,9 +11,9 @@ from data_prep.default_dataset import generate_default_dataset
 from data_prep.ingest import IngestOutputs, run_ingest
 
 
-def _ingested(input_dir: str, output_dir: str, config: IngestConfig) -> str:
+def _ingested(input_dir: str, output_dir: str, config: IngestConfig, split: str = "train") -> str:
     """Ingests `input_dir` into `output_dir` unless a run with the same settings finished there;
-    returns the glob of the train split's shards."""
+    returns the glob of the split's shards."""
     marker = os.path.join(output_dir, "ingested.json")
     wanted = {"input": input_dir, "config": json.loads(config.to_json())}
     done = os.path.exists(marker) and json.load(open(marker)) == wanted
@@ -21,7 +21,7 @@ def _ingested(input_dir: str, output_dir: str, config: IngestConfig) -> str:
         run_ingest(config, IngestOutputs.under(output_dir))
         with open(marker, "w") as handle:
             json.dump(wanted, handle)
-    return os.path.join(output_dir, "Split-train", "*")
+    return os.path.join(output_dir, f"Split-{split}", "*")
 
 
 def photo_shards(workdir: str, count: int, seed: int = 1) -> str:
@@ -35,7 +35,19 @@ def photo_shards(workdir: str, count: int, seed: int = 1) -> str:
 
 def default_dataset_shards(workdir: str) -> str:
     """The train split of the embedded default dataset, ingested with default settings."""
-    images = os.path.join(workdir, "data", "default_dataset")
-    generate_default_dataset(images)
+    return default_dataset_splits(workdir)[0]
+
+
+def default_dataset_splits(workdir: str, images_per_class: int | None = None) -> tuple[str, str]:
+    """(train, eval) shard globs of the embedded default dataset, ingested with default settings;
+    with images_per_class, a bigger (or smaller) draw of it, in its own folders: its first
+    images are the default dataset's (each image has its own seed), a later span's data."""
+    name = "default_dataset" if images_per_class is None else f"default_dataset_{images_per_class}"
+    images = os.path.join(workdir, "data", name)
+    if images_per_class is None:
+        generate_default_dataset(images)
+    else:
+        generate_default_dataset(images, images_per_class=images_per_class)
     config = IngestConfig(input=images)
-    return _ingested(images, os.path.join(workdir, "data", "default_dataset_shards"), config)
+    shards = os.path.join(workdir, "data", f"{name}_shards")
+    return _ingested(images, shards, config), _ingested(images, shards, config, "eval")

@@ -18,9 +18,11 @@ from benchmarks import (
     input_overlap,
     input_real_vs_synthetic,
     pipeline_bench,
+    regularization_bench,
     serving_bench,
     training_bench,
     transfer_bench,
+    warm_start_bench,
 )
 
 PARTS = {
@@ -33,6 +35,8 @@ PARTS = {
     "serving": serving_bench,
     "pipeline": pipeline_bench,
     "transfer": transfer_bench,
+    "regularization": regularization_bench,
+    "warm_start": warm_start_bench,
 }
 
 

@@ -54,6 +54,15 @@ class TrainerConfig:
         run, with no blessed model yet, trains the full schedule.
       warm_start_epochs: epochs of a warm-started run.
       dropout: dropout rate before the classification head.
+      label_smoothing: training targets become (1 - label_smoothing) x one-hot + label_smoothing
+        / classes; 0: off.
+      mixup_alpha: MixUp: each training image is blended with another of its batch, pixels and
+        one-hot labels by the same weight, drawn per image from Beta(alpha, alpha); 0: off.
+      cutmix_alpha: CutMix: a box of another image of the batch is pasted into each training
+        image, its side fraction from Beta(alpha, alpha), and the labels mixed by the pasted area
+        fraction; 0: off. At most one of mixup_alpha and cutmix_alpha is on. Any of these three
+        makes the training labels soft (float [batch, classes]); evaluation keeps the int labels.
+        Measured on the default dataset by `make bench PARTS=regularization`: off by default.
       batch_size: examples per replica per step; the global batch is this times the replicas.
       epochs: passes over the training split.
       learning_rate: peak Adam learning rate, reached after warmup_epochs of linear warmup, then
@@ -94,6 +103,9 @@ class TrainerConfig:
     warm_start: bool = False
     warm_start_epochs: int = 5
     dropout: float = 0.2
+    label_smoothing: float = 0.0
+    mixup_alpha: float = 0.0
+    cutmix_alpha: float = 0.0
     batch_size: int = 64
     epochs: int = 30
     learning_rate: float = 3e-3
@@ -150,6 +162,16 @@ class TrainerConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError("dropout", f"{self.dropout} is not in [0, 1)")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError("label_smoothing", f"{self.label_smoothing} is not in [0, 1)")
+        for name in ("mixup_alpha", "cutmix_alpha"):
+            if getattr(self, name) < 0.0:
+                raise ConfigError(name, f"{getattr(self, name)} is negative (0 turns it off)")
+        if self.mixup_alpha and self.cutmix_alpha:
+            raise ConfigError(
+                "cutmix_alpha",
+                f"{self.cutmix_alpha} with mixup_alpha {self.mixup_alpha}: turn one of them off",
+            )
         if self.unfreeze_layers < 0:
             raise ConfigError("unfreeze_layers", f"{self.unfreeze_layers} is negative")
         if self.backbone_preprocessing not in (None, True, False):
@@ -191,6 +213,11 @@ class TrainerConfig:
     def fine_tunes(self) -> bool:
         """Whether the backbone starts from a pretrained weights file."""
         return self.weights_path is not None
+
+    @property
+    def soft_labels(self) -> bool:
+        """Whether training labels are soft (label smoothing, MixUp or CutMix is on)."""
+        return bool(self.label_smoothing or self.mixup_alpha or self.cutmix_alpha)
 
     @property
     def uses_backbone_preprocessing(self) -> bool:

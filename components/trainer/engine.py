@@ -15,6 +15,11 @@ the same update as one big batch (batch normalization aside: its statistics are 
 With XLA only the gradient computation is compiled; reading the input and applying gradients
 (all-reduce across replicas) stay outside, as XLA cannot compile iterator ops.
 
+Labels are int class ids [batch] or, when the input pipeline makes soft labels (label smoothing,
+MixUp, CutMix), float targets [batch, classes]; the loss (sparse or categorical cross-entropy) is
+chosen by their rank when the step is traced, and training accuracy counts a soft target's
+largest class as its label.
+
 Time spent waiting for input is measured inside the graph: a timestamp before and after each
 get_next, the first one ordered after the previous step's loss.
 """
@@ -47,7 +52,10 @@ class TrainingEngine:
         self.jit_compile = jit_compile and graph
         self.loss = keras.metrics.Mean("loss")
         self.accuracy = keras.metrics.SparseCategoricalAccuracy("accuracy")
-        self._per_example_loss = keras.losses.SparseCategoricalCrossentropy(
+        self._sparse_loss = keras.losses.SparseCategoricalCrossentropy(
+            reduction=keras.losses.Reduction.NONE
+        )
+        self._soft_loss = keras.losses.CategoricalCrossentropy(
             reduction=keras.losses.Reduction.NONE
         )
         self.input_wait_seconds = tf.Variable(
@@ -112,7 +120,7 @@ class TrainingEngine:
         gradients, per_example_loss, probabilities = self._gradients(images, labels)
         self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables, strict=True))
         self.loss.update_state(per_example_loss)
-        self.accuracy.update_state(labels, probabilities)
+        self.accuracy.update_state(_class_ids(labels), probabilities)
         return tf.nn.compute_average_loss(
             per_example_loss, global_batch_size=per_example_loss.shape[0] * self._replicas()
         )
@@ -136,7 +144,7 @@ class TrainingEngine:
             )
             return self._unscaled(gradients), per_example_loss, probabilities
         micro_images = tf.reshape(images, [self.accumulation, micro, *images.shape[1:]])
-        micro_labels = tf.reshape(labels, [self.accumulation, micro])
+        micro_labels = tf.reshape(labels, [self.accumulation, micro, *labels.shape[1:]])
         variables = self.model.trainable_variables
         sums = [tf.zeros_like(variable) for variable in variables]
         losses = tf.TensorArray(tf.float32, size=self.accumulation, element_shape=[micro])
@@ -161,6 +169,12 @@ class TrainingEngine:
             return self.optimizer.get_unscaled_gradients(gradients)
         return gradients
 
+    def _per_example_loss(self, labels, probabilities):
+        """Cross-entropy against int labels [batch] or soft targets [batch, classes]."""
+        if labels.shape.rank == 2:
+            return self._soft_loss(labels, probabilities)
+        return self._sparse_loss(labels, probabilities)
+
     def _gradients_of(self, images, labels, global_micro_batch: int):
         """Gradients of the micro-batch's share of the global mean loss (loss-scaled under
         mixed_float16, where small float16 gradients would otherwise underflow to zero)."""
@@ -176,3 +190,8 @@ class TrainingEngine:
                 loss = self.optimizer.get_scaled_loss(loss)
         gradients = tape.gradient(loss, self.model.trainable_variables)
         return gradients, per_example_loss, tf.cast(probabilities, tf.float32)
+
+
+def _class_ids(labels: tf.Tensor) -> tf.Tensor:
+    """Int labels as they are; soft targets [batch, classes] as their largest class."""
+    return tf.argmax(labels, axis=-1) if labels.shape.rank == 2 else labels

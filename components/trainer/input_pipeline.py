@@ -3,12 +3,17 @@
 Training: list_files (this input pipeline's shards, shuffled) -> interleave_records (parallel,
 non-deterministic) -> shuffle -> repeat -> one parallel map (parse, decode with a random crop via
 decode_and_crop_jpeg, resize, normalize, flip, brightness, contrast) -> batch (drop remainder, so
-every step has the same static shapes and never retraces) -> prefetch.
+every step has the same static shapes and never retraces) -> soft labels (optional: label
+smoothing, MixUp or CutMix on whole batches) -> prefetch.
 When the decoded split fits the cache budget, parse + decode + resize + normalize move before the
 shuffle into their own map followed by cache(): decoding then happens once instead of every epoch,
 and the random augmentation (crop of the decoded image, flip, color) stays after the cache, so each
 epoch still sees fresh augmentations. It then runs on whole batches (after batch): for these cheap
 ops a per-image map's overhead would cost more than the ops themselves.
+The soft-label stage, when any of its switches is on, is the last map: after the cache and the
+batching, on whole batches, so mixing partners come from the shuffled batch and the int labels
+become float [batch, classes] targets of static shape (the step still traces once). Off, the
+pipeline is exactly the one without it.
 Under a distribution strategy each input pipeline (one per worker) reads its own shards, whole
 files, and batches per replica; see training_dataset.
 Evaluation: the same stages in a fixed order, no augmentation, cached when it fits.
@@ -21,6 +26,7 @@ import logging
 
 import tensorflow as tf
 
+from components.trainer.config import TrainerConfig
 from components.trainer.preprocessing import (
     CHANNELS,
     Normalization,
@@ -36,6 +42,35 @@ MAX_PARALLEL_READS = 16  # shards read at once; more only adds open files and bu
 CACHED_BYTES_PER_VALUE = 4  # cached images are float32
 
 _PARSE_SPEC_KEYS = (features.IMAGE, features.LABEL)
+# Folded into an input pipeline's base seed for the soft-label stage, so its draws are independent
+# of the augmentation's (which use the base seed itself).
+_SOFT_LABEL_SEED_SALT = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class SoftLabels:
+    """The soft-label stage's settings (TrainerConfig's label_smoothing, mixup_alpha,
+    cutmix_alpha) and the class count of the one-hot targets."""
+
+    classes: int
+    label_smoothing: float = 0.0
+    mixup_alpha: float = 0.0
+    cutmix_alpha: float = 0.0
+
+    @classmethod
+    def of(cls, config: TrainerConfig, classes: int) -> SoftLabels | None:
+        """The config's soft-label settings; None when all are off (labels stay int)."""
+        if not config.soft_labels:
+            return None
+        return cls(classes, config.label_smoothing, config.mixup_alpha, config.cutmix_alpha)
+
+    def describe(self) -> str:
+        parts = [f"label smoothing {self.label_smoothing:g}"] if self.label_smoothing else []
+        if self.mixup_alpha:
+            parts.append(f"MixUp alpha {self.mixup_alpha:g}")
+        if self.cutmix_alpha:
+            parts.append(f"CutMix alpha {self.cutmix_alpha:g}")
+        return f"soft labels ({', '.join(parts)}; per batch)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,6 +242,69 @@ def batch(dataset: tf.data.Dataset, batch_size: int, drop_remainder: bool) -> tf
     return dataset.batch(batch_size, drop_remainder=drop_remainder)
 
 
+def soft_label_batch(
+    images: tf.Tensor, labels: tf.Tensor, soft: SoftLabels, seed: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """A training batch with int labels [batch] -> the batch with float32 targets [batch,
+    classes]: one-hot, smoothed, then MixUp or CutMix with the batch in reverse order as
+    partners (the batch is shuffled already, so that is a random pairing)."""
+    targets = tf.one_hot(labels, soft.classes, dtype=tf.float32)
+    if soft.label_smoothing:
+        targets = targets * (1.0 - soft.label_smoothing) + soft.label_smoothing / soft.classes
+    if soft.mixup_alpha:
+        return mixup(images, targets, soft.mixup_alpha, seed)
+    if soft.cutmix_alpha:
+        return cutmix(images, targets, soft.cutmix_alpha, seed)
+    return images, targets
+
+
+def beta_sample(shape: list[int], alpha: float, seed: tf.Tensor) -> tf.Tensor:
+    """Stateless draws from Beta(alpha, alpha), as x / (x + y) of two Gamma(alpha) draws."""
+    x_seed, y_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    x = tf.random.stateless_gamma(shape, x_seed, alpha)
+    y = tf.random.stateless_gamma(shape, y_seed, alpha)
+    return tf.math.divide_no_nan(x, x + y)  # both 0 (float underflow at tiny alpha): weight 0
+
+
+def mixup(
+    images: tf.Tensor, targets: tf.Tensor, alpha: float, seed: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Each image and its targets blended with its partner's by a weight from Beta(alpha, alpha),
+    drawn per image (Zhang et al., 2018)."""
+    weight = beta_sample([images.shape[0]], alpha, seed)
+    image_weight = weight[:, tf.newaxis, tf.newaxis, tf.newaxis]
+    mixed_images = image_weight * images + (1.0 - image_weight) * tf.reverse(images, [0])
+    target_weight = weight[:, tf.newaxis]
+    mixed_targets = target_weight * targets + (1.0 - target_weight) * tf.reverse(targets, [0])
+    return mixed_images, mixed_targets
+
+
+def cutmix(
+    images: tf.Tensor, targets: tf.Tensor, alpha: float, seed: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Each image with a box of its partner pasted in, and its targets mixed by the box's share
+    of the pixels (Yun et al., 2019). The box keeps the image's aspect ratio, its area 1 - w of
+    the image for w from Beta(alpha, alpha), centred anywhere and clipped at the edges; the label
+    weight is the clipped box's exact pixel fraction."""
+    count, height, width = images.shape[0], images.shape[1], images.shape[2]
+    weight_seed, centre_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    side = tf.sqrt(1.0 - beta_sample([count], alpha, weight_seed))
+    centre = tf.random.stateless_uniform([count, 2], centre_seed, 0.0, 1.0)
+    sizes = tf.constant([height, width], tf.float32)
+    half = side[:, tf.newaxis] * sizes / 2.0
+    first = tf.cast(tf.round(tf.clip_by_value(centre * sizes - half, 0.0, sizes)), tf.int32)
+    last = tf.cast(tf.round(tf.clip_by_value(centre * sizes + half, 0.0, sizes)), tf.int32)
+    rows = tf.range(height)[tf.newaxis, :]
+    columns = tf.range(width)[tf.newaxis, :]
+    in_rows = (rows >= first[:, :1]) & (rows < last[:, :1])  # [count, height]
+    in_columns = (columns >= first[:, 1:]) & (columns < last[:, 1:])  # [count, width]
+    pasted = in_rows[:, :, tf.newaxis] & in_columns[:, tf.newaxis, :]  # [count, height, width]
+    mixed_images = tf.where(pasted[..., tf.newaxis], tf.reverse(images, [0]), images)
+    share = tf.reduce_mean(tf.cast(pasted, tf.float32), axis=[1, 2])[:, tf.newaxis]
+    mixed_targets = (1.0 - share) * targets + share * tf.reverse(targets, [0])
+    return mixed_images, mixed_targets
+
+
 def prefetch(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """Last stage: overlaps producing the next batch with the current training step."""
     return dataset.prefetch(tf.data.AUTOTUNE)
@@ -222,16 +320,28 @@ def training_dataset(
     shuffle_buffer: int,
     seed: int,
     input_context: tf.distribute.InputContext | None = None,
+    soft_labels: SoftLabels | None = None,
 ) -> tf.data.Dataset:
-    """Infinite (image, label) batches of static shape [batch, size, size, 3] and [batch].
+    """Infinite (image, label) batches of static shape [batch, size, size, 3] and [batch] (int64);
+    with soft_labels, the labels are float32 targets [batch, classes].
 
     Without an input context, batches are global batches. With one (from
     strategy.distribute_datasets_from_function), this pipeline reads only its shards
     (pipeline_files) and makes per-replica batches; its seeds differ from other pipelines'.
     """
-    return prefetch(
-        training_batches(plan, image_size, normalization, shuffle_buffer, seed, input_context)
-    )
+    dataset = training_batches(plan, image_size, normalization, shuffle_buffer, seed, input_context)
+    if soft_labels is not None:
+        pipeline_id = 0 if input_context is None else input_context.input_pipeline_id
+        base_seed = tf.random.experimental.stateless_fold_in(
+            tf.constant([seed, pipeline_id], tf.int64), _SOFT_LABEL_SEED_SALT
+        )
+
+        def soften(index, element):
+            images, labels = element
+            return soft_label_batch(images, labels, soft_labels, element_seed(base_seed, index))
+
+        dataset = dataset.enumerate().map(soften, tf.data.AUTOTUNE, deterministic=False)
+    return prefetch(dataset)
 
 
 def training_batches(
@@ -242,7 +352,8 @@ def training_batches(
     seed: int,
     input_context: tf.distribute.InputContext | None = None,
 ) -> tf.data.Dataset:
-    """training_dataset without its last stage, the prefetch (for measuring what it adds)."""
+    """training_dataset without its last stages, soft labels and prefetch (for measuring what
+    the prefetch adds)."""
     pipeline_id = 0 if input_context is None else input_context.input_pipeline_id
     batch_size = plan.batch_size
     if input_context is not None:

@@ -105,11 +105,16 @@ def train(
     )
     start_step = checkpoints.restore()
 
+    soft_labels = input_pipeline.SoftLabels.of(config, len(label_names))
+
     def train_dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         """Called once per worker: its shards, batched per replica. A resumed run reshuffles
         with a new seed rather than replaying the first run's order."""
         if config.report_input_pipeline:
-            print(f"input pipeline {train_plan.describe(input_context)}", flush=True)
+            described = train_plan.describe(input_context)
+            if soft_labels is not None:
+                described += f", {soft_labels.describe()}"
+            print(f"input pipeline {described}", flush=True)
         return input_pipeline.training_dataset(
             train_plan,
             config.image_size,
@@ -117,6 +122,7 @@ def train(
             config.shuffle_buffer,
             config.seed + start_step,
             input_context,
+            soft_labels,
         )
 
     iterator = iter(strategy.distribute_datasets_from_function(train_dataset_fn))

@@ -45,6 +45,11 @@ def test_defaults_and_runlocal_are_valid():
         ({"warm_start": 1}, "warm_start"),
         ({"warm_start_epochs": 0}, "warm_start_epochs"),
         ({"dropout": 1.0}, "dropout"),
+        ({"label_smoothing": 1.0}, "label_smoothing"),
+        ({"label_smoothing": -0.1}, "label_smoothing"),
+        ({"mixup_alpha": -0.2}, "mixup_alpha"),
+        ({"cutmix_alpha": -1.0}, "cutmix_alpha"),
+        ({"mixup_alpha": 0.2, "cutmix_alpha": 1.0}, "cutmix_alpha"),
     ],
 )
 def test_bad_values_name_the_field(changes, field):
@@ -52,6 +57,12 @@ def test_bad_values_name_the_field(changes, field):
     with pytest.raises(ConfigError, match=f"^{field}: ") as error:
         config.validate()
     assert error.value.field == field
+
+
+def test_soft_labels_are_off_by_default_and_on_with_any_switch():
+    assert not TrainerConfig().soft_labels and not runlocal().soft_labels
+    for switch in ({"label_smoothing": 0.1}, {"mixup_alpha": 0.2}, {"cutmix_alpha": 1.0}):
+        assert TrainerConfig(**switch).validate().soft_labels
 
 
 def test_weights_path_may_be_a_checkpoint_prefix(tmp_path):

@@ -101,6 +101,37 @@ def test_mixed_float16_scales_the_loss_and_keeps_float32_outputs():
     assert int(engine.optimizer.iterations.numpy()) == 2
 
 
+def _one_hot(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    return dataset.map(lambda images, labels: (images, tf.one_hot(labels, CLASSES)))
+
+
+@pytest.mark.parametrize("accumulation", [1, 4])
+def test_one_hot_soft_labels_train_exactly_like_int_labels(accumulation):
+    """Soft targets [batch, classes] take the categorical loss: one-hot targets give the int
+    labels' losses, weights and accuracy, with micro-batches too, in one trace."""
+    sparse, strategy = _engine(accumulation)
+    soft, strategy_b = _engine(accumulation)
+    sparse_losses = _train(sparse, strategy, _batches(3), calls=[3])
+    soft_losses = _train(soft, strategy_b, _one_hot(_batches(3)), calls=[3])
+
+    assert soft.traces == 1
+    np.testing.assert_allclose(soft_losses, sparse_losses, rtol=1e-5)
+    for a, b in zip(soft.model.trainable_variables, sparse.model.trainable_variables, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert soft.accuracy.result().numpy() == sparse.accuracy.result().numpy()
+
+
+def test_soft_labels_change_the_loss_and_train_under_mixed_float16():
+    smoothed = _one_hot(_batches(2)).map(lambda x, y: (x, y * 0.7 + 0.1))
+    engine, strategy = _engine(policy="mixed_float16")
+    plain, strategy_b = _engine()
+    soft_losses = _train(engine, strategy, smoothed, calls=[2])
+    sparse_losses = _train(plain, strategy_b, _batches(2), calls=[2])
+
+    assert np.all(np.isfinite(soft_losses)) and engine.traces == 1
+    assert abs(soft_losses[0] - sparse_losses[0]) > 1e-3
+
+
 def test_input_wait_is_measured():
     slow = _batches(3).map(lambda x, y: (tf.py_function(_sleep, [x], tf.float32), y))
     slow = slow.map(lambda x, y: (tf.ensure_shape(x, [BATCH, 8, 8, 3]), y))

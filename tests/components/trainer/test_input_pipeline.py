@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from components.trainer import input_pipeline
+from components.trainer.config import TrainerConfig
 from components.trainer.preprocessing import Normalization
 from tests.components.trainer.conftest import EXAMPLES_PER_SHARD, LABEL_NAMES, SHARDS
 
@@ -163,3 +164,141 @@ def test_training_dataset_batches_per_replica_under_an_input_context(shard_patte
     described = plan.describe(context)
     assert "input pipeline 2 of 2 reads 1 shard(s)" in described
     assert f"batches {BATCH} per replica for 2 replica(s)" in described
+
+
+# The soft-label stage: label smoothing, MixUp, CutMix on whole batches.
+
+SOFT_BATCH = 6
+CLASSES = len(LABEL_NAMES)
+SEED = tf.constant([3, 4], tf.int64)
+
+
+def _distinct_batch():
+    """SOFT_BATCH images, each one constant value (its index), and labels 0, 1, 2, 0, 1, 2."""
+    values = tf.range(SOFT_BATCH, dtype=tf.float32)[:, tf.newaxis, tf.newaxis, tf.newaxis]
+    images = values * tf.ones([SOFT_BATCH, SIZE, SIZE, 3])
+    labels = tf.range(SOFT_BATCH, dtype=tf.int64) % CLASSES
+    return images, labels
+
+
+def _soft(**switches):
+    return input_pipeline.SoftLabels(CLASSES, **switches)
+
+
+def test_label_smoothing_moves_mass_evenly_off_the_true_class():
+    images, labels = _distinct_batch()
+    mixed_images, targets = input_pipeline.soft_label_batch(
+        images, labels, _soft(label_smoothing=0.3), SEED
+    )
+    expected = np.full((SOFT_BATCH, CLASSES), 0.1)
+    expected[np.arange(SOFT_BATCH), labels.numpy()] = 0.8
+    np.testing.assert_allclose(targets.numpy(), expected, rtol=1e-6)
+    np.testing.assert_array_equal(mixed_images.numpy(), images.numpy())
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_mixup_blends_images_and_labels_by_the_same_convex_weight(smoothing):
+    images, labels = _distinct_batch()
+    mixed, targets = input_pipeline.soft_label_batch(
+        images, labels, _soft(mixup_alpha=0.4, label_smoothing=smoothing), SEED
+    )
+    mixed, targets = mixed.numpy(), targets.numpy()
+    np.testing.assert_allclose(targets.sum(axis=1), 1.0, rtol=1e-6)
+    assert (targets >= 0).all()
+    for row in range(SOFT_BATCH):
+        partner = SOFT_BATCH - 1 - row  # the batch reversed
+        # Image row is row * w + partner * (1 - w): w from the (constant) pixels.
+        weight = (mixed[row, 0, 0, 0] - partner) / (row - partner)
+        assert 0.0 <= weight <= 1.0
+        np.testing.assert_allclose(mixed[row], mixed[row, 0, 0, 0], rtol=1e-6)
+        one_hot = np.eye(CLASSES)[[labels[row], labels[partner]]]
+        smoothed = one_hot * (1 - smoothing) + smoothing / CLASSES
+        expected = weight * smoothed[0] + (1 - weight) * smoothed[1]
+        np.testing.assert_allclose(targets[row], expected, rtol=1e-5, atol=1e-6)
+    # Weights are drawn per image, not one for the batch.
+    assert len(np.unique(np.round(mixed[:, 0, 0, 0], 4))) > 1
+
+
+def test_cutmix_label_weight_is_the_pasted_area_fraction():
+    images, labels = _distinct_batch()
+    mixed, targets = input_pipeline.soft_label_batch(images, labels, _soft(cutmix_alpha=1.0), SEED)
+    mixed, targets = mixed.numpy()[..., 0], targets.numpy()
+    np.testing.assert_allclose(targets.sum(axis=1), 1.0, rtol=1e-6)
+    pasted_somewhere = False
+    for row in range(SOFT_BATCH):
+        partner = SOFT_BATCH - 1 - row
+        pasted = mixed[row] == partner
+        assert ((mixed[row] == row) | pasted).all()  # every pixel is its own or its partner's
+        fraction = pasted.mean()
+        rows, columns = np.nonzero(pasted)
+        if fraction:  # the pasted pixels form one box
+            box = (rows.max() - rows.min() + 1) * (columns.max() - columns.min() + 1)
+            assert box == pasted.sum()
+            pasted_somewhere = True
+        one_hot = np.eye(CLASSES)[[labels[row], labels[partner]]]
+        expected = (1 - fraction) * one_hot[0] + fraction * one_hot[1]
+        np.testing.assert_allclose(targets[row], expected, rtol=1e-5, atol=1e-6)
+    assert pasted_somewhere
+
+
+@pytest.mark.parametrize(
+    "switches",
+    [{"label_smoothing": 0.1}, {"mixup_alpha": 0.2}, {"cutmix_alpha": 1.0}],
+    ids=["smoothing", "mixup", "cutmix"],
+)
+def test_soft_label_batch_eager_equals_map(switches):
+    images, labels = _distinct_batch()
+
+    def fn(images, labels):
+        return input_pipeline.soft_label_batch(images, labels, _soft(**switches), SEED)
+
+    eager_images, eager_targets = fn(images, labels)
+    mapped = tf.data.Dataset.from_tensors((images, labels)).map(fn)
+    mapped_images, mapped_targets = next(iter(mapped))
+
+    np.testing.assert_allclose(eager_images.numpy(), mapped_images.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(eager_targets.numpy(), mapped_targets.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("budget", [2**30, 0], ids=["cached", "uncached"])
+def test_soft_labels_are_static_float_targets_and_trace_once(shard_pattern, budget):
+    plan = _plan(shard_pattern, budget=budget)
+    dataset = input_pipeline.training_dataset(
+        plan, SIZE, NORMALIZATION, 40, 0, soft_labels=_soft(cutmix_alpha=1.0)
+    )
+    images, targets = dataset.element_spec
+    assert images.shape == (BATCH, SIZE, SIZE, 3)
+    assert targets.shape == (BATCH, CLASSES) and targets.dtype == tf.float32
+
+    @tf.function
+    def step(images, targets):
+        return tf.reduce_sum(images) + tf.reduce_sum(targets)
+
+    mixed = 0
+    for images, targets in dataset.take(3 * EXAMPLES // BATCH + 1):
+        step(images, targets)
+        np.testing.assert_allclose(targets.numpy().sum(axis=1), 1.0, rtol=1e-6)
+        mixed += int((targets.numpy().max(axis=1) < 1.0).sum())
+    assert step.experimental_get_tracing_count() == 1
+    assert mixed  # some rows got a pasted box
+
+
+def test_soft_labels_are_off_by_default_and_the_pipeline_keeps_int_labels(shard_pattern):
+    assert input_pipeline.SoftLabels.of(TrainerConfig(), CLASSES) is None
+    on = input_pipeline.SoftLabels.of(TrainerConfig(mixup_alpha=0.2), CLASSES)
+    assert on == input_pipeline.SoftLabels(CLASSES, mixup_alpha=0.2)
+    assert "MixUp alpha 0.2" in on.describe()
+
+    plan = _plan(shard_pattern)
+    default = input_pipeline.training_dataset(plan, SIZE, NORMALIZATION, 40, 0, soft_labels=None)
+    plain = input_pipeline.training_dataset(plan, SIZE, NORMALIZATION, 40, 0)
+    softened = input_pipeline.training_dataset(plan, SIZE, NORMALIZATION, 40, 0, soft_labels=on)
+    assert default.element_spec == plain.element_spec
+    assert default.element_spec[1] == tf.TensorSpec((BATCH,), tf.int64)
+    # Off, not one op more: the same dataset graph as a pipeline that never had the stage.
+    assert _dataset_ops(default) == _dataset_ops(plain) != _dataset_ops(softened)
+
+
+def _dataset_ops(dataset: tf.data.Dataset) -> list[str]:
+    graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    return sorted(node.op for node in graph.node)

@@ -3,6 +3,7 @@
 import dataclasses
 import glob
 import json
+import math
 import os
 import signal
 import socket
@@ -343,3 +344,29 @@ def test_fine_tuning_on_two_replicas_in_mixed_float16(shard_pattern, tmp_path):
     performance = metrics["performance"]
     assert performance["precision"] == "mixed_float16"
     assert performance["graphs"] == 2 and performance["retraces"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "switches",
+    [{"mixup_alpha": 0.2, "label_smoothing": 0.1}, {"cutmix_alpha": 1.0}],
+    ids=["mixup", "cutmix"],
+)
+def test_soft_labels_train_on_two_replicas_in_mixed_float16(shard_pattern, tmp_path, switches):
+    """The soft-label stage under MirroredStrategy (two logical CPUs) with loss scaling: one
+    trace, a finite loss, and evaluation on the int labels as always."""
+    config = {"epochs": 2, "precision": "mixed_float16", "batch_size": 2, **switches}
+    spec = {
+        "pattern": shard_pattern,
+        "output_dir": str(tmp_path),
+        "logical_cpus": 2,
+        "config": config,
+    }
+    metrics, printed = _finish(_train_in_child(spec))
+
+    assert metrics["replicas"] == 2
+    assert metrics["performance"]["precision"] == "mixed_float16"
+    assert metrics["train_function_traces"] == 1 and metrics["performance"]["retraces"] == 0
+    assert math.isfinite(metrics["train_loss"]) and math.isfinite(metrics["eval_loss"])
+    assert 0.0 <= metrics["eval_accuracy"] <= 1.0
+    assert "soft labels (" in printed
