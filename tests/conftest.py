@@ -11,7 +11,9 @@ END_TO_END = ("tests/pipeline/", "tests/notebooks/")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):  # the orchestrators' environment has none
+        return
     slow_modules = {item.module for item in items if item.get_closest_marker("slow")}
 
     def handed_out(item):  # sort is stable: a module's tests stay together, in their order
