@@ -1,6 +1,7 @@
 """The whole pipeline end to end on tiny data with the local runner: every component runs, the
 model is blessed (by the Evaluator and the serving check) and pushed with its model card, TFLite
-models and readable evaluation, and answers raw JPEG bytes; re-runs come from the cache, changes
+models and readable evaluation, and answers raw JPEG bytes; a class folder with no usable image
+(a README, or only corrupt files) is left out and named; re-runs come from the cache, changes
 invalidate exactly what they should, and a model below the threshold is not pushed."""
 
 import csv
@@ -34,6 +35,11 @@ def _states(summary) -> dict[str, str]:
 def first_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("local")
     images = write_images(root / "images")
+    (images / "docs").mkdir()
+    (images / "docs" / "README.txt").write_text("Photos of cats, dogs and owls.\n")
+    (images / "broken").mkdir()
+    (images / "broken" / "cut.jpg").write_bytes(image_files.jpeg(seed=900, height=64)[:-400])
+    (images / "broken" / "garbage.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a JPEG")
     config = tiny_config(images, root / "build")  # the threshold test below raises min_accuracy
     return config, images, run_local(config)
 
@@ -45,8 +51,10 @@ def test_first_run_runs_every_component_and_pushes_a_blessed_model(first_run):
     assert 0.0 <= summary.eval_accuracy <= 1.0
     assert summary.pushed_to is not None
     assert (summary.span, summary.new_data) == (1, True)
+    # The class folders with no usable image are left out and named; the rest trains.
     assert summary.class_names == LABELS
-    assert summary.ingest_counts == {"found": 30, "accepted": 30, "rejected": 0, "ignored": 0}
+    assert summary.classes_left_out == ("broken", "docs")
+    assert summary.ingest_counts == {"found": 33, "accepted": 30, "rejected": 2, "ignored": 1}
     assert os.path.exists(summary.ingest_report)
     per_class = summary.evaluation["per_class"]
     assert [row["class"] for row in per_class] == list(LABELS)

@@ -1,6 +1,7 @@
 """The pipeline on a real MySQL-protocol ML Metadata store (MariaDB from the system's package
-manager, started on 127.0.0.1 by the test): two runs write it, and `imgpipe runs`, `runs diff`
-and `imgpipe lineage` answer from it. Skipped, saying why, where MariaDB is not installed."""
+manager, started on 127.0.0.1 by the test): two runs write it, the second answered from its cache
+up to the Evaluator, and `imgpipe runs`, `runs diff` and `imgpipe lineage` answer from it.
+Skipped, saying why, where MariaDB is not installed."""
 
 import dataclasses
 import json
@@ -31,13 +32,14 @@ def test_two_runs_on_mysql_are_listed_diffed_and_traced(server, tmp_path, capsys
     monkeypatch.setenv("IMGPIPE_MLMD_PASSWORD", server.password)
     target = MlmdTarget(mysql=server.address, user=server.user, password=server.password)
     images = write_images(tmp_path / "images")
-    config = tiny_config(images, tmp_path / "build", learning_rate=0.003)
+    config = tiny_config(images, tmp_path / "build")
     first = run_local(config, store_target=target)
-    changed = dataclasses.replace(
-        config, trainer=dataclasses.replace(config.trainer, learning_rate=0.01)
-    )
-    second = run_local(changed, store_target=target)
+    # Only the Evaluator's threshold changes: the cache, looked up in MySQL, answers the rest.
+    second = run_local(dataclasses.replace(config, min_accuracy=1.0), store_target=target)
     assert (first.status, second.status) == ("complete", "complete")
+    states = {c.node: c.state for c in second.components}
+    assert states["Trainer"] == "cached" and states["Evaluator"] == "ran"
+    assert second.model_id == first.model_id and second.pushed_to is None
     assert not (tmp_path / "build" / "tfx" / "metadata.db").exists()  # nothing went to SQLite
 
     capsys.readouterr()  # what the runs printed
@@ -49,12 +51,7 @@ def test_two_runs_on_mysql_are_listed_diffed_and_traced(server, tmp_path, capsys
 
     assert main(["runs", "diff", first.run_id, second.run_id, "--json", *store]) == 0
     changes = json.loads(capsys.readouterr().out)["changes"]
-    assert {
-        "section": "config",
-        "key": "trainer.learning_rate",
-        "a": 0.003,
-        "b": 0.01,
-    } in changes
+    assert {"section": "config", "key": "min_accuracy", "a": 0.0, "b": 1.0} in changes
 
     assert main(["lineage", "model", str(second.model_id), "--json", *store]) == 0
     lineage = json.loads(capsys.readouterr().out)

@@ -61,8 +61,8 @@ def _runs(build) -> list[dict]:
 @pytest.fixture(scope="module")
 def console_runs(tmp_path_factory):
     """Two runs started together on one store: the second waits, then answers from the cache.
-    Beam runs in each process (the tiny config; a loaded 2-core machine), but TFX still builds
-    and pip-installs its user-code wheels, and the serving check runs, in child processes."""
+    Beam runs in each process (the tiny config); the serving check runs in a child process, whose
+    output must stay out of the console too."""
     root = tmp_path_factory.mktemp("console")
     build = root / "build"
     path = _config_file(root, write_images(root / "images"), build)
