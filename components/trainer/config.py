@@ -44,11 +44,12 @@ class TrainerConfig:
       frozen_epochs: with weights_path, the first epochs train the head alone (the backbone
         frozen) at learning_rate with its warmup; the rest of the epochs fine-tune. 0: no frozen
         phase, every layer trains from the first step at fine_tune_learning_rate.
-      min_phase_steps: each phase (the frozen phase, fine-tuning, a run from scratch, a warm
-        start) trains at least this many optimizer steps, in whole epochs: on a small training
-        split its epochs are stretched. Adam moves a weight by about the learning rate per
-        step, whatever the data, so a phase of a few epochs of 50 images (1-3 steps each)
-        leaves the head near chance. 0: every phase is exactly its epochs. Measured by
+      min_phase_steps: each phase of a run from a new head (the frozen phase, fine-tuning, a
+        run from scratch) trains at least this many optimizer steps, in whole epochs: on a
+        small training split its epochs are stretched. Adam moves a weight by about the
+        learning rate per step, whatever the data, so a phase of a few epochs of 50 images
+        (1-3 steps each) leaves the head near chance. A warm start keeps exactly
+        warm_start_epochs. 0: every phase is exactly its epochs. Measured by
         `make bench PARTS=transfer` (README).
       fine_tune_learning_rate: peak learning rate of the fine-tuning phase (cosine decay to zero),
         lower than learning_rate so the pretrained features are adjusted, not overwritten.

@@ -8,11 +8,12 @@ resumed run lands in the right phase (and learning rate) by itself:
     unfreeze_layers layers (or all) with the head at the lower fine_tune_learning_rate;
   warm start (from the last blessed model): one phase of warm_start_epochs, every layer, at
     fine_tune_learning_rate: the model is trained already, so no warmup and no frozen phase.
-Each phase lasts at least config.min_phase_steps optimizer steps, in whole epochs: on a small
-training split its epochs are stretched, as an epoch of 50 images is 1-3 steps and the optimizer
-needs steps, not passes, to move the weights (the head of a 15-step frozen phase stays near
-chance). Changing which variables train makes the engine trace its step once more (once per
-phase).
+Each phase of a run from a new head (from scratch, fine-tuning) lasts at least
+config.min_phase_steps optimizer steps, in whole epochs: on a small training split its epochs
+are stretched, as an epoch of 50 images is 1-3 steps and the optimizer needs steps, not passes,
+to move the weights (the head of a 15-step frozen phase stays near chance). A warm start is
+exactly warm_start_epochs: its model is trained already, and few steps are its point.
+Changing which variables train makes the engine trace its step once more (once per phase).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def plan_phases(config: TrainerConfig, steps_per_epoch: int, warm_start: bool) -
             Phase(
                 "warm_start",
                 0,
-                steps(config.warm_start_epochs),
+                config.warm_start_epochs * steps_per_epoch,
                 config.fine_tune_learning_rate,
                 0,
                 True,

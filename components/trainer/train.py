@@ -88,7 +88,7 @@ def train(
     phases = plan_phases(config, steps_per_epoch, warm_start)
     total_steps = phases[-1].end_step
     epochs = total_steps // steps_per_epoch
-    if epochs > (config.warm_start_epochs if warm_start else config.epochs):
+    if not warm_start and epochs > config.epochs:
         logging.info(
             "%d steps per epoch: phases stretched to at least min_phase_steps=%d steps each, "
             "%d epochs in all: %s",
