@@ -3,13 +3,18 @@
 scikit-learn's handwritten digits (load_digits: 1,797 real 8x8 scans, bundled, no download),
 upsampled to the input size by the trainer's own preprocessing. A backbone is pretrained on the
 digits 0-4 (all their images, with the preprocessing its fine-tuning will use) and its weights
-file saved; then digits 5-9 are learned from 10, 30 and 100 images per class, three ways, with
-the same epochs, batch and evaluation split (EVAL_PER_CLASS images per class held out):
+file saved; then digits 5-9 are learned from 10, 30 and 100 images per class with the same
+configured epochs, batch and evaluation split (EVAL_PER_CLASS images per class held out):
   scratch: random weights, dataset statistics;
   fine_tuned: the weights file, frozen_epochs with the backbone frozen, then fine-tuning;
-  fine_tuned.no_frozen: the weights file, every layer training from the first step.
-Each is one train() call (the trainer's whole path: input pipeline, engine, export); its wall
-time is measured around that call. All in one process, one run, side by side.
+  fine_tuned.no_frozen: the weights file, every layer training from the first step;
+  scratch.same_steps: scratch trained for as many epochs as fine_tuned ran.
+The trainer's floor of optimizer steps per phase (min_phase_steps, its default) stretches the
+epochs of small training sets, and fine-tuning has two phases to scratch's one, so at 10 and 30
+per class fine_tuned trains more steps than scratch; scratch.same_steps is the control that
+gives scratch the same budget. Each is one train() call (the trainer's whole path: input
+pipeline, engine, export); its wall time is measured around that call. All in one process, one
+run, side by side.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ EVAL_PER_CLASS = 50
 PRETRAIN_CLASSES = tuple(range(5))
 TARGET_CLASSES = tuple(range(5, 10))
 SEED = 0
-SETTINGS = ("scratch", "fine_tuned", "fine_tuned.no_frozen")
+SETTINGS = ("scratch", "fine_tuned", "fine_tuned.no_frozen", "scratch.same_steps")
 
 
 def _digits() -> tuple:
@@ -107,6 +112,18 @@ def _config(**changes):
     return dataclasses.replace(base, **changes).validate()
 
 
+def _setting_config(setting: str, weights: str, fine_tuned_epochs: int | None):
+    """The trainer config of one setting; scratch.same_steps needs the epochs fine_tuned ran
+    (its configured epochs, stretched by the step floor)."""
+    if setting == "fine_tuned":
+        return _config(weights_path=weights)
+    if setting == "fine_tuned.no_frozen":
+        return _config(weights_path=weights, frozen_epochs=0)
+    if setting == "scratch.same_steps":
+        return _config(epochs=fine_tuned_epochs)
+    return _config()
+
+
 def _train(config, train_file: str, eval_file: str, names: list[str], workdir: str) -> dict:
     from components.trainer.preprocessing import compute_normalization
     from components.trainer.train import train
@@ -166,15 +183,13 @@ def run(output_dir: str) -> list[dict]:
             chosen = _subset(labels, order, TARGET_CLASSES, per_class, EVAL_PER_CLASS)
             train_file = os.path.join(directory, f"train_{per_class}.gz")
             _write_shard(train_file, images[chosen], labels[chosen], TARGET_CLASSES)
-            configs = {
-                "scratch": _config(),
-                "fine_tuned": _config(weights_path=weights),
-                "fine_tuned.no_frozen": _config(weights_path=weights, frozen_epochs=0),
-            }
-            scratch_accuracy = None
+            scratch_accuracy = fine_tuned_epochs = None
             for setting in SETTINGS:
+                config = _setting_config(setting, weights, fine_tuned_epochs)
                 workdir = os.path.join(directory, f"{setting}_{per_class}")
-                metrics = _train(configs[setting], train_file, eval_file, names, workdir)
+                metrics = _train(config, train_file, eval_file, names, workdir)
+                if setting == "fine_tuned":
+                    fine_tuned_epochs = metrics["epochs"]
                 record = {
                     "name": f"transfer.{per_class}_per_class.{setting}.eval_accuracy",
                     "value": metrics["eval_accuracy"],
@@ -184,6 +199,7 @@ def run(output_dir: str) -> list[dict]:
                     "wall_seconds": metrics["wall_seconds"],
                     "train_seconds": metrics["train_seconds"],
                     "epochs": metrics["epochs"],
+                    "optimizer_steps": metrics["optimizer_steps"],
                     "phases": metrics["phases"],
                     "train_function_traces": metrics["train_function_traces"],
                     "eval_images": len(evaluation),
@@ -195,7 +211,8 @@ def run(output_dir: str) -> list[dict]:
                     record["baseline"] = f"transfer.{per_class}_per_class.scratch"
                 print(
                     f"transfer {per_class:>3}/class {setting:<21} eval accuracy "
-                    f"{metrics['eval_accuracy']:.3f}  {metrics['wall_seconds']:.1f} s",
+                    f"{metrics['eval_accuracy']:.3f}  {metrics['optimizer_steps']} steps  "
+                    f"{metrics['wall_seconds']:.1f} s",
                     flush=True,
                 )
                 records.append(record)
@@ -210,12 +227,17 @@ def chart(records: list[dict], path: str) -> None:
 
     runs = [r for r in records if "setting" in r]
     figure, axes = plt.subplots(1, 2, figsize=(12, 4))
-    width = 0.27
-    colors = {"scratch": "#999999", "fine_tuned": "#4a7ab5", "fine_tuned.no_frozen": "#b5854a"}
+    width = 0.2
+    colors = {
+        "scratch": "#999999",
+        "fine_tuned": "#4a7ab5",
+        "fine_tuned.no_frozen": "#b5854a",
+        "scratch.same_steps": "#555555",
+    }
     for offset, setting in enumerate(SETTINGS):
         mine = [r for r in runs if r["setting"] == setting]
         positions = [
-            IMAGES_PER_CLASS.index(r["images_per_class"]) + (offset - 1) * width for r in mine
+            IMAGES_PER_CLASS.index(r["images_per_class"]) + (offset - 1.5) * width for r in mine
         ]
         for axis, key, fmt in ((axes[0], "value", "{:.2f}"), (axes[1], "wall_seconds", "{:.0f}")):
             bars = axis.bar(
@@ -230,7 +252,8 @@ def chart(records: list[dict], path: str) -> None:
         axis.set_title(title)
     axes[0].legend(fontsize=8, loc="lower right")
     figure.suptitle(
-        f"{MODEL} {IMAGE_SIZE}x{IMAGE_SIZE}, pretrained on digits 0-4; {EPOCHS} epochs each"
+        f"{MODEL} {IMAGE_SIZE}x{IMAGE_SIZE}, pretrained on digits 0-4; {EPOCHS} epochs each, "
+        f"every phase at least {_config().min_phase_steps} steps"
     )
     figure.tight_layout()
     figure.savefig(path, dpi=110)

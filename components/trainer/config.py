@@ -44,6 +44,13 @@ class TrainerConfig:
       frozen_epochs: with weights_path, the first epochs train the head alone (the backbone
         frozen) at learning_rate with its warmup; the rest of the epochs fine-tune. 0: no frozen
         phase, every layer trains from the first step at fine_tune_learning_rate.
+      min_phase_steps: each phase of a run from a new head (the frozen phase, fine-tuning, a
+        run from scratch) trains at least this many optimizer steps, in whole epochs: on a
+        small training split its epochs are stretched. Adam moves a weight by about the
+        learning rate per step, whatever the data, so a phase of a few epochs of 50 images
+        (1-3 steps each) leaves the head near chance. A warm start keeps exactly
+        warm_start_epochs. 0: every phase is exactly its epochs. Measured by
+        `make bench PARTS=transfer` (README).
       fine_tune_learning_rate: peak learning rate of the fine-tuning phase (cosine decay to zero),
         lower than learning_rate so the pretrained features are adjusted, not overwritten.
       unfreeze_layers: how many of the backbone's last layers the fine-tuning phase trains; 0 for
@@ -98,6 +105,7 @@ class TrainerConfig:
     weights_path: str | None = None
     backbone_preprocessing: bool | None = None
     frozen_epochs: int = 3
+    min_phase_steps: int = 100
     fine_tune_learning_rate: float = 3e-4
     unfreeze_layers: int = 0
     warm_start: bool = False
@@ -189,7 +197,13 @@ class TrainerConfig:
             )
         if self.cache_budget_bytes < 0:
             raise ConfigError("cache_budget_bytes", f"{self.cache_budget_bytes} is negative")
-        for name in ("seed", "checkpoint_every_steps", "inter_op_threads", "intra_op_threads"):
+        for name in (
+            "seed",
+            "min_phase_steps",
+            "checkpoint_every_steps",
+            "inter_op_threads",
+            "intra_op_threads",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(name, f"{getattr(self, name)} is negative")
         if self.precision not in PRECISIONS:
@@ -242,6 +256,7 @@ def runlocal() -> TrainerConfig:
         batch_size=4,
         epochs=1,
         warmup_epochs=0,
+        min_phase_steps=0,
         shuffle_buffer=40,
         steps_per_execution=2,
     )

@@ -8,6 +8,11 @@ resumed run lands in the right phase (and learning rate) by itself:
     unfreeze_layers layers (or all) with the head at the lower fine_tune_learning_rate;
   warm start (from the last blessed model): one phase of warm_start_epochs, every layer, at
     fine_tune_learning_rate: the model is trained already, so no warmup and no frozen phase.
+Each phase of a run from a new head (from scratch, fine-tuning) lasts at least
+config.min_phase_steps optimizer steps, in whole epochs: on a small training split its epochs
+are stretched, as an epoch of 50 images is 1-3 steps and the optimizer needs steps, not passes,
+to move the weights (the head of a 15-step frozen phase stays near chance). A warm start is
+exactly warm_start_epochs: its model is trained already, and few steps are its point.
 Changing which variables train makes the engine trace its step once more (once per phase).
 """
 
@@ -42,6 +47,12 @@ class Phase:
 
 def plan_phases(config: TrainerConfig, steps_per_epoch: int, warm_start: bool) -> tuple[Phase, ...]:
     """The run's phases, in order; their steps add up to the run's optimizer steps."""
+
+    def steps(epochs: int) -> int:
+        """Optimizer steps of a phase of `epochs` epochs: whole epochs, at least min_phase_steps."""
+        floor = math.ceil(config.min_phase_steps / steps_per_epoch)
+        return max(epochs, floor) * steps_per_epoch
+
     warmup = config.warmup_epochs * steps_per_epoch
     if warm_start:
         return (
@@ -54,14 +65,13 @@ def plan_phases(config: TrainerConfig, steps_per_epoch: int, warm_start: bool) -
                 True,
             ),
         )
-    total = config.epochs * steps_per_epoch
     if not config.fine_tunes:
-        return (Phase("full", 0, total, config.learning_rate, warmup, True),)
-    frozen = config.frozen_epochs * steps_per_epoch
+        return (Phase("full", 0, steps(config.epochs), config.learning_rate, warmup, True),)
+    frozen = steps(config.frozen_epochs) if config.frozen_epochs else 0
     fine_tune = Phase(
         "fine_tune",
         frozen,
-        total - frozen,
+        steps(config.epochs - config.frozen_epochs),
         config.fine_tune_learning_rate,
         0 if frozen else warmup,
         True,

@@ -88,6 +88,15 @@ def train(
     phases = plan_phases(config, steps_per_epoch, warm_start)
     total_steps = phases[-1].end_step
     epochs = total_steps // steps_per_epoch
+    if not warm_start and epochs > config.epochs:
+        logging.info(
+            "%d steps per epoch: phases stretched to at least min_phase_steps=%d steps each, "
+            "%d epochs in all: %s",
+            steps_per_epoch,
+            config.min_phase_steps,
+            epochs,
+            phases,
+        )
 
     precision = runtime.choose_precision(config)
     jit_compile = runtime.choose_jit_compile(config)
@@ -170,7 +179,7 @@ def train(
                     total=total_steps - start_step,
                     seconds=time.perf_counter() - start,
                     epoch=math.ceil(step / steps_per_epoch),
-                    epochs=config.epochs,
+                    epochs=epochs,
                     images_per_second=steps * step_batch / seconds,
                     loss=loss,
                     accuracy=accuracy,

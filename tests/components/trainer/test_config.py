@@ -44,6 +44,7 @@ def test_defaults_and_runlocal_are_valid():
         ({"backbone_preprocessing": "yes"}, "backbone_preprocessing"),
         ({"warm_start": 1}, "warm_start"),
         ({"warm_start_epochs": 0}, "warm_start_epochs"),
+        ({"min_phase_steps": -1}, "min_phase_steps"),
         ({"dropout": 1.0}, "dropout"),
         ({"label_smoothing": 1.0}, "label_smoothing"),
         ({"label_smoothing": -0.1}, "label_smoothing"),

@@ -58,6 +58,25 @@ def test_phases_of_each_kind_of_run(weights_file):
     assert phase_at((frozen, fine_tune), 20) is fine_tune
 
 
+def test_every_phase_trains_at_least_min_phase_steps_in_whole_epochs(weights_file):
+    """50 images in batches of 16 are 3 steps per epoch: 5 frozen epochs would be 15 steps."""
+    config = _fine_tuning(
+        weights_file, epochs=20, frozen_epochs=5, warmup_epochs=2, min_phase_steps=100
+    )
+    frozen, fine_tune = plan_phases(config, 3, False)
+    assert (frozen.steps, frozen.warmup_steps) == (102, 6)  # 34 whole epochs
+    assert (fine_tune.first_step, fine_tune.steps) == (102, 102)
+    (full,) = plan_phases(dataclasses.replace(config, weights_path=None), 3, False)
+    (no_frozen,) = plan_phases(dataclasses.replace(config, frozen_epochs=0), 3, False)
+    assert (full.steps, no_frozen.steps) == (102, 102)
+    # Where the epochs already give the steps, the phases are exactly their epochs.
+    frozen, fine_tune = plan_phases(config, 50, False)
+    assert (frozen.steps, fine_tune.steps) == (250, 750)
+    # A warm start continues a trained model: exactly its epochs, however few steps they are.
+    (warm,) = plan_phases(config, 3, True)
+    assert warm.steps == config.warm_start_epochs * 3
+
+
 def test_learning_rate_warms_up_and_decays_within_each_phase(weights_file):
     config = _fine_tuning(weights_file, warmup_epochs=1, learning_rate=0.01)
     schedule = PhasedSchedule.of(plan_phases(config, 10, False))

@@ -214,16 +214,28 @@ def _weights_file(directory) -> str:
 
 
 @pytest.mark.slow
-def test_fine_tuning_runs_both_phases_each_traced_once(shard_pattern, tmp_path):
+@pytest.mark.parametrize(
+    ("min_phase_steps", "epochs"), [(0, 2), (4, 4)], ids=["epochs", "stretched_to_min_steps"]
+)
+def test_fine_tuning_runs_both_phases_each_traced_once(
+    shard_pattern, tmp_path, min_phase_steps, epochs
+):
+    """1 frozen + 1 fine-tuning epoch of 3 steps; a floor of 4 steps makes each phase 2 epochs."""
     config = dataclasses.replace(
-        runlocal(), epochs=2, frozen_epochs=1, weights_path=_weights_file(tmp_path)
+        runlocal(),
+        epochs=2,
+        frozen_epochs=1,
+        weights_path=_weights_file(tmp_path),
+        min_phase_steps=min_phase_steps,
     )
     metrics = train.train(
         config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path / "run")
     )
 
     assert metrics["phases"] == ["frozen", "fine_tune"]
-    assert metrics["optimizer_steps"] == 2 * metrics["steps_per_epoch"]
+    assert metrics["steps_per_epoch"] == 3
+    assert metrics["epochs"] == epochs
+    assert metrics["optimizer_steps"] == epochs * metrics["steps_per_epoch"]
     performance = metrics["performance"]
     assert performance["graphs"] == 2 and performance["traces"] == 2
     assert performance["retraces"] == 0
