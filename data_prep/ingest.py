@@ -14,7 +14,6 @@ import gzip
 import json
 import logging
 import os
-import threading
 import time
 import uuid
 
@@ -83,7 +82,7 @@ class _InspectBundle(beam.DoFn):
         with capture_native_stderr():  # one redirect per bundle; each file's capture nests in it
             inspect = functools.partial(inspect_source, limits=self._limits)
             outcomes = list(ordered_map(inspect, bundle))
-        due = _PROCESS_PROGRESS.add(self._run, len(bundle))
+        due = _INSPECTED.add(self._run, len(bundle))
         if due:
             done, seconds = due
             progress.report(
@@ -97,32 +96,9 @@ class _InspectBundle(beam.DoFn):
         yield outcomes
 
 
-class _ProcessProgress:
-    """Files inspected in this process per ingest run, whatever thread inspected them: the
-    console adds up one count per worker process, and Beam runs bundles of one run on several
-    threads of a process (the DirectRunner's multi_threading mode, any runner's SDK harness)."""
-
-    _LOG_EVERY_S = 5.0
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._runs: dict[str, list[float]] = {}  # run -> [started, last logged, files done]
-
-    def add(self, run: str, files: int) -> tuple[int, float] | None:
-        """Counts files inspected; returns (files done, seconds since this process's first
-        bundle of the run) when a progress line is due."""
-        now = time.monotonic()
-        with self._lock:
-            state = self._runs.setdefault(run, [now, None, 0])
-            started, last_logged, done = state
-            state[2] = done = done + files
-            if last_logged is not None and now - last_logged < self._LOG_EVERY_S:
-                return None
-            state[1] = now
-        return int(done), now - started
-
-
-_PROCESS_PROGRESS = _ProcessProgress()
+# Files inspected in this process, per run: a progress line per worker process, whatever
+# thread of it ran the bundle.
+_INSPECTED = progress.ProgressCounter(every_s=5.0)
 
 
 class _ConcatLists(beam.CombineFn):
