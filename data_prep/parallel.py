@@ -25,6 +25,10 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(_threads(), thread_name_prefix="ingest")
 
 
+# A forked child has the pool object but none of its threads: it makes its own.
+os.register_at_fork(after_in_child=_pool.cache_clear)
+
+
 def ordered_map(function: Callable, items: Iterable) -> Iterator:
     """function(item) for each item, computed on the process's threads and yielded in the
     items' order; at most two results per thread are in flight, so memory holds a few files,

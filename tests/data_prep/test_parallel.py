@@ -1,5 +1,7 @@
 """ordered_map: results in the items' order, a bounded window in flight, errors where they occur."""
 
+import os
+import signal
 import threading
 import time
 
@@ -51,3 +53,13 @@ def test_an_error_is_raised_at_its_item():
     assert [next(results) for _ in range(3)] == [0, 1, 2]
     with pytest.raises(ValueError, match="three"):
         next(results)
+
+
+def test_a_forked_child_runs_items_on_threads_of_its_own():
+    assert list(parallel.ordered_map(abs, [-1])) == [1]  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if its items ran; killed if they hang
+        signal.alarm(10)
+        os._exit(0 if list(parallel.ordered_map(abs, [-2, -3])) == [2, 3] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
