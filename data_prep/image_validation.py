@@ -120,10 +120,17 @@ def _format_order(registered: int) -> tuple[str, ...]:
     return (*_LIKELY_FORMATS, *(name for name in Image.ID if name not in _LIKELY_FORMATS))
 
 
+def _ignore_pillow_warnings() -> None:
+    """Pillow's warnings (EXIF, format quirks) are ours to decide: a filter on its modules, added
+    again when something (a test runner) reset the filters. Not warnings.catch_warnings: it swaps
+    the process-wide filters, so threads validating files at once would restore each other's."""
+    warnings.filterwarnings("ignore", module=r"PIL(\.|$)")
+
+
 def identify_format(data: bytes) -> str | None:
     """Returns the image format named by the bytes' header, or None if they are not an image."""
-    with warnings.catch_warnings(), capture_native_stderr():
-        warnings.simplefilter("ignore")
+    _ignore_pillow_warnings()
+    with capture_native_stderr():
         try:
             with _open(data) as image:
                 return image.format
@@ -134,8 +141,8 @@ def identify_format(data: bytes) -> str | None:
 def validate_image(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
     """Validates and normalizes one image file's bytes; never raises. What C libraries print
     meanwhile is kept off the console and, for a rejected file, added to its detail."""
-    with warnings.catch_warnings(), capture_native_stderr() as native:
-        warnings.simplefilter("ignore")  # Pillow's EXIF and format warnings: we decide ourselves
+    _ignore_pillow_warnings()
+    with capture_native_stderr() as native:
         try:
             result = _validate(data, limits)
         except Exception as error:  # noqa: BLE001  one file's bytes must never stop the job

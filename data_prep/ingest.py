@@ -9,11 +9,13 @@ that re-reads its files.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import json
 import logging
 import os
 import time
+import uuid
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -24,17 +26,19 @@ from data_prep import progress
 from data_prep.config import IngestConfig
 from data_prep.inspection import inspect_source
 from data_prep.native_stderr import capture_native_stderr
+from data_prep.parallel import ordered_map
 from data_prep.plan import IngestPlan, build_plan
 from data_prep.shards import write_shard
 from data_prep.sources import SourceFile, list_sources
 
 LOGGER = logging.getLogger(__name__)
 SOURCE_INDEX_FILE = "source_index.jsonl.gz"
-# One worker process per core on the local DirectRunner; any --runner given by the user wins.
+# One process on the local DirectRunner, whose threads inspect and write the files on every core
+# (data_prep/parallel.py); any --runner given by the user wins.
 DEFAULT_BEAM_ARGS = (
     "--runner=DirectRunner",
-    "--direct_running_mode=multi_processing",
-    "--direct_num_workers=0",
+    "--direct_running_mode=in_memory",
+    "--direct_num_workers=1",
 )
 
 
@@ -65,35 +69,36 @@ class IngestOutputs:
 
 
 class _InspectBundle(beam.DoFn):
-    """Inspects a bundle of files and reports this worker's progress after its first bundle and
-    then every few seconds, so a long ingest is visibly moving without flooding the console."""
-
-    _LOG_EVERY_S = 5.0
+    """Inspects a bundle of files and reports its worker process's progress after the first
+    bundle and then every few seconds, so a long ingest is visibly moving without flooding the
+    console."""
 
     def __init__(self, limits, total_files: int):
         self._limits = limits
         self._total = total_files
-
-    def setup(self):
-        self._started, self._last_log = time.monotonic(), None
-        self._done = 0
+        self._run = uuid.uuid4().hex  # made once, when the pipeline is built: this ingest run
 
     def process(self, bundle: list[SourceFile]):
         with capture_native_stderr():  # one redirect per bundle; each file's capture nests in it
-            outcomes = [inspect_source(source, self._limits) for source in bundle]
-        self._done += len(bundle)
-        now = time.monotonic()
-        if self._last_log is None or now - self._last_log >= self._LOG_EVERY_S:
-            self._last_log = now
+            inspect = functools.partial(inspect_source, limits=self._limits)
+            outcomes = list(ordered_map(inspect, bundle))
+        due = _INSPECTED.add(self._run, len(bundle))
+        if due:
+            done, seconds = due
             progress.report(
                 LOGGER,
                 "ingest",
-                done=self._done,
+                done=done,
                 total=self._total,
-                seconds=now - self._started,
+                seconds=seconds,
                 worker=os.getpid(),
             )
         yield outcomes
+
+
+# Files inspected in this process, per run: a progress line per worker process, whatever
+# thread of it ran the bundle.
+_INSPECTED = progress.ProgressCounter(every_s=5.0)
 
 
 class _ConcatLists(beam.CombineFn):
@@ -199,8 +204,7 @@ class IngestImages(beam.PTransform):
         bundles = [self._sources[i : i + size] for i in range(0, len(self._sources), size)]
         plan = (
             pbegin
-            | "Bundles" >> beam.Create(bundles)
-            | "SpreadBundles" >> beam.Reshuffle()
+            | "Bundles" >> beam.Create(bundles)  # spreads them over the workers (a reshuffle)
             | "Inspect" >> beam.ParDo(_InspectBundle(self._config.limits, len(self._sources)))
             | "AllOutcomes" >> beam.CombineGlobally(_ConcatLists())
             | "Plan" >> beam.Map(build_plan, self._config, self._reference_label_map)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import threading
+import time
 
 _LINE = re.compile(r"progress (?P<task>[a-z_]+)(?P<fields>(?: [a-z_]+=[-+.\w]+)+)")
 
@@ -35,3 +37,27 @@ def parse(message: str) -> ProgressEvent | None:
         return None
     pairs = (pair.split("=", 1) for pair in found.group("fields").split())
     return ProgressEvent(found.group("task"), {key: float(value) for key, value in pairs})
+
+
+class ProgressCounter:
+    """Work done in this process per run, whatever thread did it, and when a line is due: the
+    console adds up one count per worker process, and Beam may run one run's bundles on several
+    threads of a process (the DirectRunner's multi_threading mode, any runner's SDK harness)."""
+
+    def __init__(self, every_s: float):
+        self._every_s = every_s
+        self._lock = threading.Lock()
+        self._runs: dict[str, list] = {}  # run -> [started, last line, done]
+
+    def add(self, run: str, done: int) -> tuple[int, float] | None:
+        """Adds done; returns (done in this process so far, seconds since its first add) when a
+        line is due: at the first add of a run, then at most every every_s seconds."""
+        now = time.monotonic()
+        with self._lock:
+            state = self._runs.setdefault(run, [now, None, 0])
+            state[2] += done
+            started, last_line, total = state
+            if last_line is not None and now - last_line < self._every_s:
+                return None
+            state[1] = now
+        return total, now - started

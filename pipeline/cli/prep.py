@@ -39,7 +39,7 @@ def add_prep(subparsers) -> None:
             "with OUTPUT/label_map.json and OUTPUT/ingest_report.json, which accounts for every "
             "file as accepted, rejected (with a reason) or ignored. Arguments after '--' go to "
             "Beam, e.g. '-- --runner=DataflowRunner --project=P --region=R "
-            "--temp_location=gs://B/tmp'. Default: DirectRunner, one worker process per core."
+            "--temp_location=gs://B/tmp'. Default: DirectRunner, one process, a thread per core."
         ),
     )
     parser.add_argument("--input", required=True, help="folder of class folders, or manifest")

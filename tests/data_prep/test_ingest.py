@@ -215,11 +215,15 @@ def test_rerun_replaces_stale_shards(messy_tree, tmp_path):
     assert not stale.exists()
 
 
+MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+
+
 def test_multi_process_direct_runner(messy_tree, ingested, tmp_path):
-    """The default runner setting (one worker process per core) gives the same dataset."""
+    """Worker processes (what the pipeline runs on large inputs, pipeline/beam_options.py), each
+    with its own threads, give the same dataset as one process."""
     root, _ = messy_tree
     first, _ = ingested
-    report = _ingest(root, tmp_path, beam_args=[])
+    report = _ingest(root, tmp_path, beam_args=MULTI_PROCESS)
     assert report["totals"] == json.loads((first / "ingest_report.json").read_text())["totals"]
     for path in first.rglob("*.gz"):
         assert gzip.decompress(path.read_bytes()) == gzip.decompress(

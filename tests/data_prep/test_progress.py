@@ -1,6 +1,9 @@
 """Progress lines: what report() logs, parse() reads back, also inside a forwarded log line."""
 
 import logging
+import threading
+
+import pytest
 
 from data_prep import progress
 
@@ -18,3 +21,21 @@ def test_progress_lines_parse_back():
     forwarded = f'message: "{record[0]}" instruction_id: "7"'
     assert progress.parse(forwarded) == progress.parse(record[0])
     assert progress.parse("a progress bar is nice") is None
+
+
+def test_counter_adds_up_every_thread_of_a_run():
+    counter = progress.ProgressCounter(every_s=0)
+    threads = [threading.Thread(target=counter.add, args=("run-a", 1)) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counter.add("run-a", 5)[0] == 25
+    assert counter.add("run-b", 2)[0] == 2  # another run counts on its own
+
+
+def test_counter_says_a_line_is_due_at_a_runs_first_add_then_every_few_seconds():
+    counter = progress.ProgressCounter(every_s=3600)
+    assert counter.add("run-a", 5) == (5, pytest.approx(0, abs=1))
+    assert counter.add("run-a", 5) is None
+    assert counter.add("run-b", 1) == (1, pytest.approx(0, abs=1))
