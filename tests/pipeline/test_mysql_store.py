@@ -51,7 +51,8 @@ def test_two_runs_on_mysql_are_listed_diffed_and_traced(server, tmp_path, capsys
 
     assert main(["runs", "diff", first.run_id, second.run_id, "--json", *store]) == 0
     changes = json.loads(capsys.readouterr().out)["changes"]
-    assert {"section": "config", "key": "min_accuracy", "a": 0.0, "b": 1.0} in changes
+    threshold = "eval.metrics_specs[0].metrics[1].threshold.value_threshold.lower_bound"
+    assert {"section": "config", "key": threshold, "a": 0.0, "b": 1.0} in changes
 
     assert main(["lineage", "model", str(second.model_id), "--json", *store]) == 0
     lineage = json.loads(capsys.readouterr().out)
