@@ -9,8 +9,8 @@ cores, tfx.utils.dependency_utils.make_beam_dependency_flags), which DirectRunne
 in this very environment, never install. And Beam pickles with cloudpickle rather than its
 default dill: Beam's dill wrapper resets dill's logger level around every pickle and unpickle,
 and each reset clears the cache of every logger in the process (about a thousand once TFX and
-TensorFlow are imported); the DirectRunner unpickles every DoFn and coder of a stage for each
-bundle, so that reset alone was 20% of Transform's time and 8% of the Evaluator's on 1,000
+TensorFlow are imported); the DirectRunner unpickles every DoFn and coder of a stage as it sets
+the stage up, so that reset alone was 20% of Transform's time and 8% of the Evaluator's on 1,000
 images (py-spy).
 """
 
