@@ -1,7 +1,7 @@
 """The Beam options the pipeline's Beam components get: in-process below the size threshold, one
 worker process per core above it, anything the user names kept, other runners untouched."""
 
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, SetupOptions
 from tfx.utils import dependency_utils
 
 from pipeline.beam_options import IN_PROCESS_MAX_FILES, resolve_beam_args
@@ -25,6 +25,18 @@ def test_a_running_mode_the_user_names_wins_whatever_the_size():
         resolved = resolve_beam_args(args, 10 if mode != "in_memory" else 10**6)
         assert resolved[: len(args)] == args
         assert _direct(resolved) == (mode, 2)
+
+
+def _pickler(args) -> str:
+    return PipelineOptions(list(args)).view_as(SetupOptions).pickle_library
+
+
+def test_local_jobs_pickle_with_cloudpickle_unless_the_user_names_a_pickler():
+    for files in (10, 10**6):
+        assert _pickler(resolve_beam_args((), files)) == "cloudpickle"
+    named = ("--pickle_library=dill",)
+    assert _pickler(resolve_beam_args(named, 10)) == "dill"
+    assert [a for a in resolve_beam_args(named, 10) if "pickle_library" in a] == list(named)
 
 
 def test_other_runners_get_their_options_unchanged():
