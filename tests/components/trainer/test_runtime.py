@@ -74,6 +74,6 @@ def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path, extra, native):
 
 def test_no_cpu_flags_to_read_is_not_native_bfloat16(tmp_path):
     assert runtime.cpu_has_native_bfloat16(str(tmp_path / "missing")) is False
-    arm = tmp_path / "cpuinfo"
+    arm = tmp_path / "cpuinfo"  # Arm names features, not flags: only x86 flags are read
     arm.write_text("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n")
     assert runtime.cpu_has_native_bfloat16(str(arm)) is False
