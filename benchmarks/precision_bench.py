@@ -143,7 +143,7 @@ def chart(records: list[dict], path: str) -> None:
         positions = [index + offset * width for index in range(len(seeds))]
         for axis, figure_name, shown in (
             (axes[0], "value", "{:.3f}"),
-            (axes[1], "steps_per_second", "{:.1f}"),
+            (axes[1], "steps_per_second", "{:.2f}"),
         ):
             values = [mine[seed][figure_name] for seed in seeds]
             bars = axis.bar(positions, values, width, color=color, label=precision)
@@ -152,7 +152,8 @@ def chart(records: list[dict], path: str) -> None:
         axis.set_xticks([index + width / 2 for index in range(len(seeds))])
         axis.set_xticklabels([f"seed {seed}" for seed in seeds])
         axis.set_title(title)
-        axis.legend(fontsize=8, loc="lower right")
+        axis.legend(fontsize=8, loc="upper right")
+        axis.margins(y=0.25)  # room for the legend above the bars
     if seeded:  # differences of a point or two: the accuracy axis starts near the lowest bar
         axes[0].set_ylim(max(0.0, min(r["value"] for r in seeded) - 0.1), 1.02)
     native = seeded[0]["native_bfloat16"] if seeded else False
