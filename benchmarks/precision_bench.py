@@ -40,7 +40,7 @@ def run(output_dir: str) -> list[dict]:
     if not native:
         print(
             f"precision: this CPU emulates bfloat16; {len(seeds)} seeds of {EMULATED_EPOCHS} "
-            f"epochs ({len(SEEDS)} of the default trainer's epochs where it is native)",
+            f"epochs ({len(SEEDS)} seeds of the default epochs where it is native)",
             flush=True,
         )
     train_files, eval_files = default_dataset_splits(output_dir)

@@ -17,7 +17,7 @@ from components.trainer.config import TrainerConfig
 
 MIN_MIXED_FLOAT16_CAPABILITY = (7, 0)  # Volta: the first GPUs with float16 tensor cores
 # Linux /proc/cpuinfo flags of x86 CPUs that compute bfloat16 in hardware (Sapphire Rapids' AMX,
-# Cooper Lake's and Zen 4's AVX512-BF16); without them oneDNN emulates bfloat16 in float32.
+# Cooper Lake's and Zen 4's AVX512-BF16); without them TensorFlow emulates bfloat16.
 NATIVE_BFLOAT16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 CPUINFO_PATH = "/proc/cpuinfo"
 
@@ -102,8 +102,8 @@ def accelerator_kind() -> str:
 
 def cpu_has_native_bfloat16(cpuinfo_path: str = CPUINFO_PATH) -> bool:
     """Whether this CPU computes bfloat16 natively: its first `flags` line in Linux's cpuinfo names
-    amx_bf16 or avx512_bf16. False where that cannot be read (other systems), as emulated
-    bfloat16 is no faster than float32."""
+    amx_bf16 or avx512_bf16. False where that cannot be read (other systems): emulated bfloat16
+    trains slower than float32 (9x its step time measured, benchmarks/precision_bench.py)."""
     try:
         with open(cpuinfo_path) as handle:
             for line in handle:
