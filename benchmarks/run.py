@@ -18,6 +18,7 @@ from benchmarks import (
     input_overlap,
     input_real_vs_synthetic,
     pipeline_bench,
+    precision_bench,
     regularization_bench,
     serving_bench,
     training_bench,
@@ -36,6 +37,7 @@ PARTS = {
     "pipeline": pipeline_bench,
     "transfer": transfer_bench,
     "regularization": regularization_bench,
+    "precision": precision_bench,
     "warm_start": warm_start_bench,
 }
 

@@ -16,6 +16,10 @@ import tensorflow as tf
 from components.trainer.config import TrainerConfig
 
 MIN_MIXED_FLOAT16_CAPABILITY = (7, 0)  # Volta: the first GPUs with float16 tensor cores
+# Linux /proc/cpuinfo flags of x86 CPUs that compute bfloat16 in hardware (Sapphire Rapids' AMX,
+# Cooper Lake's and Zen 4's AVX512-BF16); without them TensorFlow emulates bfloat16.
+NATIVE_BFLOAT16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
+CPUINFO_PATH = "/proc/cpuinfo"
 
 
 def usable_cores() -> int:
@@ -94,6 +98,21 @@ def accelerator_kind() -> str:
     if tf.config.list_logical_devices("TPU"):
         return "tpu"
     return "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
+
+
+def cpu_has_native_bfloat16(cpuinfo_path: str = CPUINFO_PATH) -> bool:
+    """Whether this CPU computes bfloat16 natively: its first `flags` line in Linux's cpuinfo names
+    amx_bf16 or avx512_bf16. False where that cannot be read (other systems): emulated bfloat16
+    trains slower than float32 (9x its step time measured, benchmarks/precision_bench.py)."""
+    try:
+        with open(cpuinfo_path) as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return not NATIVE_BFLOAT16_FLAGS.isdisjoint(value.split())
+    except OSError:
+        pass
+    return False
 
 
 def choose_precision(config: TrainerConfig) -> str:

@@ -44,3 +44,36 @@ def test_cluster_role_from_tf_config(monkeypatch, cluster, task_type, index, wor
 def test_no_tf_config_is_a_single_chief(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     assert runtime.cluster_workers() == 1 and runtime.is_chief_task()
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480C
+flags\t\t: fpu vme sse2 avx2 avx512f avx512bw {extra} arch_capabilities
+bogomips\t: 4000.00
+
+processor\t: 1
+flags\t\t: fpu vme sse2 avx2 avx512f avx512bw {extra} arch_capabilities
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "native"),
+    [
+        ("amx_bf16 amx_tile amx_int8", True),
+        ("avx512_bf16 avx512_vnni", True),
+        ("avx512_vnni amx_tile", False),  # AMX without its bf16 unit, VNNI: int8 only
+        ("", False),
+    ],
+)
+def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path, extra, native):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(CPUINFO.format(extra=extra))
+    assert runtime.cpu_has_native_bfloat16(str(cpuinfo)) is native
+
+
+def test_no_cpu_flags_to_read_is_not_native_bfloat16(tmp_path):
+    assert runtime.cpu_has_native_bfloat16(str(tmp_path / "missing")) is False
+    arm = tmp_path / "cpuinfo"  # Arm names features, not flags: only x86 flags are read
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n")
+    assert runtime.cpu_has_native_bfloat16(str(arm)) is False
