@@ -20,8 +20,10 @@ import apache_beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 # Where worker processes start to pay on two cores: the ingest, the one Beam job whose per-image
-# work is Python (TF ops use every core in process), measured on 2 worker processes at 0.60x a
-# single process on 5,000 photos and 1.02x on 20,000 (`make bench PARTS=ingest`, README).
+# work is mostly Python (TF ops use every core in process; the ingest's threads share the GIL).
+# `imgpipe prep` on photos, quiet machine, one process with a thread per core against two worker
+# processes: 3.0 s vs 5.9 s on 50 files, 10.5 s vs 11.1 s on 5,000, 31.5 s vs 26.2 s on 20,000
+# (README, ingest speed): in process up to here, where the ingest is at most a fifth slower.
 IN_PROCESS_MAX_FILES = 20_000
 IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 ONE_WORKER_PER_CORE = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
