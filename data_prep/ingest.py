@@ -79,10 +79,11 @@ class _InspectBundle(beam.DoFn):
         self._run = uuid.uuid4().hex  # made once, when the pipeline is built: this ingest run
 
     def process(self, bundle: list[SourceFile]):
+        began = time.monotonic()
         with capture_native_stderr():  # one redirect per bundle; each file's capture nests in it
             inspect = functools.partial(inspect_source, limits=self._limits)
             outcomes = list(ordered_map(inspect, bundle))
-        due = _INSPECTED.add(self._run, len(bundle))
+        due = _INSPECTED.add(self._run, len(bundle), began)
         if due:
             done, seconds = due
             progress.report(

@@ -49,12 +49,15 @@ class ProgressCounter:
         self._lock = threading.Lock()
         self._runs: dict[str, list] = {}  # run -> [started, last line, done]
 
-    def add(self, run: str, done: int) -> tuple[int, float] | None:
-        """Adds done; returns (done in this process so far, seconds since its first add) when a
-        line is due: at the first add of a run, then at most every every_s seconds."""
+    def add(self, run: str, done: int, began: float) -> tuple[int, float] | None:
+        """Adds done, work that began at time.monotonic() `began`; returns (done in this process
+        so far, seconds since the earliest such work began) when a line is due: at the first add
+        of a run, then at most every every_s seconds. Timed from when the work began, so the
+        first line has a rate."""
         now = time.monotonic()
         with self._lock:
-            state = self._runs.setdefault(run, [now, None, 0])
+            state = self._runs.setdefault(run, [began, None, 0])
+            state[0] = min(state[0], began)
             state[2] += done
             started, last_line, total = state
             if last_line is not None and now - last_line < self._every_s:
