@@ -28,18 +28,12 @@ from data_prep.inspection import inspect_source
 from data_prep.native_stderr import capture_native_stderr
 from data_prep.parallel import ordered_map
 from data_prep.plan import IngestPlan, build_plan
+from data_prep.running_mode import with_running_mode
 from data_prep.shards import write_shard
 from data_prep.sources import SourceFile, list_sources
 
 LOGGER = logging.getLogger(__name__)
 SOURCE_INDEX_FILE = "source_index.jsonl.gz"
-# One process on the local DirectRunner, whose threads inspect and write the files on every core
-# (data_prep/parallel.py); any --runner given by the user wins.
-DEFAULT_BEAM_ARGS = (
-    "--runner=DirectRunner",
-    "--direct_running_mode=in_memory",
-    "--direct_num_workers=1",
-)
 
 
 class IngestFailed(RuntimeError):
@@ -288,7 +282,10 @@ def run_ingest(
     Raises IngestFailed (after writing the report) when the data cannot make a usable dataset.
     """
     sources = prepare_ingest(config, outputs)
-    options = PipelineOptions([*DEFAULT_BEAM_ARGS, *(beam_args or [])])
+    # The local DirectRunner unless beam_args name a runner (a later flag wins), in the running
+    # mode the input's size calls for unless they name one (data_prep/running_mode.py).
+    args = with_running_mode(("--runner=DirectRunner", *(beam_args or ())), len(sources))
+    options = PipelineOptions(list(args))
     started = time.monotonic()
     with beam.Pipeline(options=options) as pipeline:
         _ = pipeline | "IngestImages" >> IngestImages(sources, config, outputs)

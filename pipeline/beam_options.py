@@ -2,7 +2,8 @@
 Evaluator): chosen by the input's size on the local DirectRunner, as given on any other runner.
 
 A small input runs in this process: starting DirectRunner worker processes (each imports
-TensorFlow) costs more than the work. Above IN_PROCESS_MAX_FILES, one worker process per core.
+TensorFlow) costs more than the work; above data_prep/running_mode.py's IN_PROCESS_MAX_FILES, one
+worker process per core.
 Either way TFX is told that the workers need nothing installed: by default every Beam executor
 repackages the whole TFX installation as an sdist for remote workers (about 10-16 s each on two
 cores, tfx.utils.dependency_utils.make_beam_dependency_flags), which DirectRunner workers, running
@@ -19,14 +20,8 @@ from __future__ import annotations
 import apache_beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-# Where worker processes start to pay on two cores: the ingest, the one Beam job whose per-image
-# work is mostly Python (TF ops use every core in process; the ingest's threads share the GIL).
-# `imgpipe prep` on photos, quiet machine, one process with a thread per core against two worker
-# processes: 3.0 s vs 5.9 s on 50 files, 10.5 s vs 11.1 s on 5,000, 31.5 s vs 26.2 s on 20,000
-# (README, ingest speed): in process up to here, where the ingest is at most a fifth slower.
-IN_PROCESS_MAX_FILES = 20_000
-IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
-ONE_WORKER_PER_CORE = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
+from data_prep.running_mode import with_running_mode
+
 # One of the options TFX reads as "the workers' dependencies are provided"; the DirectRunner
 # ignores it (its workers are this interpreter or its subprocesses).
 LOCAL_WORKERS_NEED_NOTHING = (
@@ -51,9 +46,7 @@ def resolve_beam_args(configured: tuple[str, ...], input_files: int) -> tuple[st
     options = PipelineOptions(list(configured)).get_all_options()
     if not _is_direct(options.get("runner")):
         return configured
-    resolved = configured
-    if not any(_flag_name(arg) == "--direct_running_mode" for arg in configured):
-        resolved += IN_PROCESS if input_files <= IN_PROCESS_MAX_FILES else ONE_WORKER_PER_CORE
+    resolved = with_running_mode(configured, input_files)
     if not any(_flag_name(arg) == "--pickle_library" for arg in configured):
         resolved += (LOCAL_PICKLER,)
     if not any(options.get(name) for name in _DEPENDENCY_OPTIONS):

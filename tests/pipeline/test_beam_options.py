@@ -4,7 +4,8 @@ worker process per core above it, anything the user names kept, other runners un
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, SetupOptions
 from tfx.utils import dependency_utils
 
-from pipeline.beam_options import IN_PROCESS_MAX_FILES, resolve_beam_args
+from data_prep.running_mode import IN_PROCESS_MAX_FILES
+from pipeline.beam_options import resolve_beam_args
 
 
 def _direct(args) -> tuple[str, int]:

@@ -1,0 +1,49 @@
+"""The DirectRunner's running mode by input size: one rule, used by run_ingest (and the pipeline,
+tests/pipeline/test_beam_options.py); a mode the user names wins, with its worker count."""
+
+import pytest
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+
+from data_prep import ingest, running_mode
+from data_prep.config import IngestConfig
+from data_prep.running_mode import IN_PROCESS_MAX_FILES, with_running_mode
+
+
+def _direct(args) -> tuple[str, int]:
+    options = PipelineOptions(list(args)).view_as(DirectOptions)
+    return options.direct_running_mode, options.direct_num_workers
+
+
+def test_in_process_up_to_the_threshold_one_worker_per_core_above():
+    assert _direct(with_running_mode((), IN_PROCESS_MAX_FILES)) == ("in_memory", 1)
+    assert _direct(with_running_mode((), IN_PROCESS_MAX_FILES + 1)) == ("multi_processing", 0)
+
+
+def test_a_mode_the_user_names_is_kept_with_its_worker_count():
+    named = ("--direct_running_mode=multi_processing", "--direct_num_workers=3")
+    assert with_running_mode(named, 1) == named
+    assert with_running_mode(named, 10**7) == named
+
+
+class _Built(Exception):
+    """Raised instead of running the job: the test only needs its options."""
+
+
+def test_run_ingest_chooses_the_mode_by_the_number_of_files(tmp_path, monkeypatch):
+    for name in ("a/1.jpg", "a/2.jpg", "b/3.jpg"):
+        (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "in" / name).write_bytes(b"x")
+    modes = []
+
+    def options(args):
+        modes.append(_direct(args)[0])
+        raise _Built
+
+    monkeypatch.setattr(ingest, "PipelineOptions", options)
+    config = IngestConfig(str(tmp_path / "in"))
+    outputs = ingest.IngestOutputs.under(str(tmp_path / "out"))
+    for threshold, beam_args in ((3, None), (2, None), (2, ["--direct_running_mode=in_memory"])):
+        monkeypatch.setattr(running_mode, "IN_PROCESS_MAX_FILES", threshold)
+        with pytest.raises(_Built):
+            ingest.run_ingest(config, outputs, beam_args)
+    assert modes == ["in_memory", "multi_processing", "in_memory"]
