@@ -41,28 +41,43 @@ def serialize_example(row: dict) -> bytes:
     missing = set(FEATURE_NAMES) - set(row)
     if missing:
         raise ValueError(f"example is missing features {sorted(missing)}")
-    entries = []
+    # Example.features{feature: map entries {key, Feature{bytes_list or int64_list{value}}}}: each
+    # value's nested headers are built around it, so the image's bytes are copied once, by the
+    # final join (nesting them field by field copied them five times).
+    parts = [b""]  # the Example's own header, once its length is known
     for name in _MAP_ORDER:
         value = row[name]
         if name in _INT64:
-            packed = _varint(int(value) & 0xFFFFFFFFFFFFFFFF)
-            feature = _field(3, _field(1, packed))  # Feature.int64_list{value: packed}
+            payload, list_number = _varint(int(value) & 0xFFFFFFFFFFFFFFFF), 3  # int64_list
         else:
-            raw = value.encode() if isinstance(value, str) else bytes(value)
-            feature = _field(1, _field(1, raw))  # Feature.bytes_list{value}
-        entries.append(_field(1, _field(1, name.encode()) + _field(2, feature)))
-    return _field(1, b"".join(entries))  # Example.features{feature: entries}
+            payload = value.encode() if isinstance(value, str) else bytes(value)
+            list_number = 1  # bytes_list
+        value_header = _header(1, len(payload))
+        list_length = len(value_header) + len(payload)
+        list_header = _header(list_number, list_length)
+        feature_length = len(list_header) + list_length
+        feature_header = _header(2, feature_length)
+        key = _KEY_FIELDS[name]
+        entry_header = _header(1, len(key) + len(feature_header) + feature_length)
+        parts += (entry_header, key, feature_header, list_header, value_header, payload)
+    parts[0] = _header(1, sum(map(len, parts)))
+    return b"".join(parts)
 
 
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+def _header(number: int, length: int) -> bytes:
+    """The tag and length of a length-delimited protobuf field (field numbers below 16)."""
+    return bytes((number << 3 | 2,)) + _varint(length)
 
 
 def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
     out = bytearray()
     while True:
         byte, value = value & 0x7F, value >> 7
         out.append(byte | (0x80 if value else 0))
         if not value:
             return bytes(out)
+
+
+_KEY_FIELDS = {name: _header(1, len(name.encode())) + name.encode() for name in FEATURE_NAMES}
