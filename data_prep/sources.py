@@ -106,7 +106,8 @@ def _list_entries(root: str) -> list[_Entry]:
             return []
         if not os.access(root, os.R_OK | os.X_OK):
             raise SourceError(f"cannot list input {root!r}: permission denied")
-        return _walk_local(root, frozenset({os.path.realpath(root)}))
+        real_root = os.path.realpath(root)
+        return _walk_local(root, real_root, frozenset({real_root}))
     try:
         matches = FileSystems.match([FileSystems.join(root, "**")])[0].metadata_list
     except Exception as error:  # noqa: BLE001  each filesystem raises its own type
@@ -114,9 +115,10 @@ def _list_entries(root: str) -> list[_Entry]:
     return [_Entry(item.path, item.size_in_bytes, item.last_updated_in_seconds) for item in matches]
 
 
-def _walk_local(folder: str, ancestors: frozenset[str]) -> list[_Entry]:
-    """Every entry below a local folder, following links to files and folders, except a link back
-    to a folder it sits in (a loop)."""
+def _walk_local(folder: str, real_folder: str, ancestors: frozenset[str]) -> list[_Entry]:
+    """Every entry below a local folder (whose resolved path is real_folder), following links to
+    files and folders, except a link back to a folder it sits in (a loop). An entry that is no
+    link costs one stat (its type comes with the listing); only links are resolved."""
     try:
         with os.scandir(folder) as listing:
             children = sorted(listing, key=lambda child: child.name)
@@ -124,12 +126,17 @@ def _walk_local(folder: str, ancestors: frozenset[str]) -> list[_Entry]:
         return [_Entry(folder, problem=Reason.UNREADABLE, detail=f"cannot list: {error.strerror}")]
     entries = []
     for child in children:
-        try:
-            target = os.path.realpath(child.path, strict=True)
-        except OSError as error:
-            entries.append(_unresolvable(child.path, error))
-            continue
-        if os.path.isdir(target):
+        if child.is_symlink():
+            try:
+                target = os.path.realpath(child.path, strict=True)
+            except OSError as error:
+                entries.append(_unresolvable(child.path, error))
+                continue
+            is_folder = os.path.isdir(target)
+        else:
+            target = posixpath.join(real_folder, child.name)
+            is_folder = child.is_dir(follow_symlinks=False)
+        if is_folder:
             if target in ancestors:
                 entries.append(
                     _Entry(
@@ -139,10 +146,10 @@ def _walk_local(folder: str, ancestors: frozenset[str]) -> list[_Entry]:
                     )
                 )
             else:
-                entries.extend(_walk_local(child.path, ancestors | {target}))
+                entries.extend(_walk_local(child.path, target, ancestors | {target}))
             continue
         try:
-            status = os.stat(target)
+            status = child.stat()  # follows a link: the target's type and size
         except OSError as error:
             entries.append(_Entry(child.path, problem=Reason.UNREADABLE, detail=error.strerror))
             continue
