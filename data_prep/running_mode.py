@@ -8,9 +8,10 @@ from __future__ import annotations
 
 # Where worker processes start to pay on two cores: the ingest, the one Beam job whose per-image
 # work is mostly Python (TF ops use every core in process; the ingest's threads share the GIL).
-# `imgpipe prep` on photos, quiet machine, one process with a thread per core against two worker
-# processes: 3.0 s vs 5.9 s on 50 files, 10.5 s vs 11.1 s on 5,000, 31.5 s vs 26.2 s on 20,000
-# (README, ingest speed): in process up to here, where the ingest is at most a fifth slower.
+# `imgpipe prep` on photos, one process with a thread per core against two worker processes,
+# taking turns, best of 2 (README, ingest speed), after the ingest's cuts of issue 16, on the
+# shared machine (load 6-13): 9.3 s vs 28.3 s on 50 files, 24.9 s vs 30.4 s on 5,000, 59.6 s vs
+# 58.2 s on 20,000: they break even here.
 IN_PROCESS_MAX_FILES = 20_000
 IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 ONE_WORKER_PER_CORE = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
