@@ -198,7 +198,7 @@ def chart(records: list[dict], path: str) -> None:
         label_bars(axis, bars, [value_and_ratio(record) for record in group])
         axis.set_title(title)
         axis.tick_params(axis="x", labelsize=8)
-    figure.suptitle("Ingest: Beam DirectRunner (one process, a thread per core) vs a plain loop")
+    figure.suptitle("Ingest: Beam DirectRunner (run_ingest's mode for the size) vs a plain loop")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

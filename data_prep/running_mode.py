@@ -10,8 +10,8 @@ from __future__ import annotations
 # work is mostly Python (TF ops use every core in process; the ingest's threads share the GIL).
 # `imgpipe prep` on photos, one process with a thread per core against two worker processes,
 # taking turns, best of 2 (README, ingest speed), after the ingest's cuts of issue 16, on the
-# shared machine (load 6-13): 9.3 s vs 28.3 s on 50 files, 24.9 s vs 30.4 s on 5,000, 59.6 s vs
-# 58.2 s on 20,000: they break even here.
+# shared machine (load 6-13): 9.3 s vs 28.3 s on 50 files, 24.9 s vs 30.4 s on 5,000, 55.5 s vs
+# 58.2 s on 20,000 (CPU 36.9 s vs 50.3 s): about even here.
 IN_PROCESS_MAX_FILES = 20_000
 IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 ONE_WORKER_PER_CORE = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
