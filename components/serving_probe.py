@@ -8,10 +8,10 @@ Two parts, so that nothing the training process imported can hide a model that o
     no object needs a Python class registered outside TensorFlow to be rebuilt. This is what a
     fresh process used to find out by failing, without its cost (importing TensorFlow again,
     seconds per run).
-  probe: loads the model with tf.saved_model.load only (no Keras, no TFX), replays the warmup
-    requests in assets.extra, checks every answer's outputs (names, dtypes, shapes,
-    probabilities summing to 1, class names matching class ids), and measures load time and
-    single-image latency.
+  probe: loads the model with tf.saved_model.load only (no Keras, no TFX; the load the
+    post-training components share, saved_model_cache.py), replays the warmup requests in
+    assets.extra, checks every answer's outputs (names, dtypes, shapes, probabilities summing
+    to 1, class names matching class ids), and measures load time and single-image latency.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.saved_model import loader_impl, registration
 
+from components import saved_model_cache
 from components.trainer.serving_assets import (
     IMAGES_INPUT,
     read_label_names,
@@ -103,10 +104,8 @@ def probe(model_dir: str, latency_requests: int) -> dict:
         return {"model_dir": model_dir, "problems": [f"does not load: {error}"]}
     if problems:
         return {"model_dir": model_dir, "problems": problems}
-    start = time.perf_counter()
     try:
-        loaded = tf.saved_model.load(model_dir)
-        load_seconds = time.perf_counter() - start
+        loaded = saved_model_cache.load(model_dir)
         label_names = read_label_names(model_dir)
         requests = read_warmup_requests(model_dir)
     except Exception as error:  # noqa: BLE001  as above
@@ -117,13 +116,13 @@ def probe(model_dir: str, latency_requests: int) -> dict:
     for log in requests:
         request = log.predict_log.request
         name = request.model_spec.signature_name
-        if name not in loaded.signatures:
+        if name not in loaded.model.signatures:
             problems.append(f"warmup request for missing signature {name!r}")
             continue
         inputs = request_inputs(request)
         start = time.perf_counter()
         try:
-            outputs = loaded.signatures[name](**inputs)
+            outputs = loaded.model.signatures[name](**inputs)
         except (tf.errors.OpError, TypeError, ValueError) as error:
             problems.append(f"{name}: request failed: {error}")
             continue
@@ -131,13 +130,13 @@ def probe(model_dir: str, latency_requests: int) -> dict:
         batch = int(next(iter(inputs.values())).shape[0])
         problems.extend(check_outputs(name, outputs, batch, label_names))
         if IMAGES_INPUT in inputs and batch == 1:
-            single_image = (loaded.signatures[name], inputs)
+            single_image = (loaded.model.signatures[name], inputs)
     report = {
         "model_dir": model_dir,
-        "load_seconds": load_seconds,
+        "load_seconds": loaded.load_seconds,
         "warmup_requests": len(requests),
         "warmup_request_ms": warmup_ms,
-        "signatures": sorted(loaded.signatures),
+        "signatures": sorted(loaded.model.signatures),
         "problems": problems,
     }
     if single_image and not problems:
