@@ -3,10 +3,7 @@ eval split against the SavedModel it came from.
 
 The SavedModel's answers are not recomputed: EvaluationReportGen scored the eval split once and
 stored every example's probabilities; the TFLite models run on the same examples (checked by
-source path, in the same order) and are compared with those. The network comes from the
-SavedModel as TensorFlow restores it (the function Keras saved for its call), the object
-EvaluationReportGen scored with: no Keras load, which rebuilds every layer and traces each
-again (profiled: most of this component's time).
+source path, in the same order) and are compared with those.
 
 The TFLite models take decoded pixels: float32 [batch, size, size, 3] RGB in 0..255, already
 resized to the model's input size (what an app gets from the platform's image decoder), and
@@ -22,13 +19,14 @@ import os
 
 import numpy as np
 import tensorflow as tf
+import tf_keras as keras
 from apache_beam.io.filesystems import FileSystems
 from tensorflow.lite.python.convert_phase import ConverterError
 from tfx import v1 as tfx
 from tfx.types import artifact, standard_artifacts
 from tfx.utils import path_utils
 
-from components import metadata_keys, saved_model_cache
+from components import metadata_keys
 from components.eval_split import read_batches, split_files
 from components.evaluation_report import EvalScores, EvaluationReport, read_scores
 from components.trainer.export import IMAGES_SIGNATURE
@@ -49,9 +47,8 @@ class TFLiteModel(artifact.Artifact):
     TYPE_NAME = metadata_keys.TFLITE_MODEL_TYPE
 
 
-def pixels_function(model, image_size: int, normalization: Normalization):
-    """Resized RGB pixels (0..255) -> probabilities: `model` (a Keras model, or a restored
-    Keras SavedModel: normalized images -> probabilities) with its normalization."""
+def pixels_function(model: keras.Model, image_size: int, normalization: Normalization):
+    """Resized RGB pixels (0..255) -> probabilities: the model with its normalization."""
 
     @tf.function(
         input_signature=[
@@ -64,19 +61,7 @@ def pixels_function(model, image_size: int, normalization: Normalization):
     return classify.get_concrete_function()
 
 
-def network_input_size(network) -> int:
-    """The image side of a restored Keras SavedModel's input, from the call Keras saved."""
-    shapes = {
-        tuple(function.structured_input_signature[0][0].shape)
-        for function in network.__call__.concrete_functions
-    }
-    if len(shapes) != 1:
-        raise ValueError(f"the saved network takes several input shapes: {sorted(shapes)}")
-    [(_, size, _, _)] = shapes
-    return int(size)
-
-
-def convert(function, model: tf.Module, quantization: str) -> bytes:
+def convert(function, model: keras.Model, quantization: str) -> bytes:
     """A builtin-ops TFLite flatbuffer; 'float16' stores the weights as float16.
 
     The concrete function is frozen and converted directly: by default the converter first
@@ -95,7 +80,7 @@ def refused_ops(error: ConverterError) -> list[str]:
     return sorted(names) or [str(error).splitlines()[0]]
 
 
-def convert_all(function, model: tf.Module) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+def convert_all(function, model: keras.Model) -> tuple[dict[str, bytes], dict[str, list[str]]]:
     """Every quantization that converts, and the refused ops of each that does not: a model
     TFLite cannot express still gets served and pushed, with the reason in the report."""
     converted, failed = {}, {}
@@ -193,10 +178,11 @@ def TFLiteExport(  # noqa: N802  TFX component names are classes
     the SavedModel's stored scores (readable_evaluation, which scored the same split); writes
     the .tflite files and tflite_report.json."""
     saved_model_dir = path_utils.serving_model_path(model.uri)
-    network = saved_model_cache.load(saved_model_dir).model
-    image_size = network_input_size(network)
-    function = pixels_function(network, image_size, read_normalization(saved_model_dir))
-    flatbuffers, failed = convert_all(function, network)
+    keras_model = keras.models.load_model(saved_model_dir, compile=False)
+    image_size = int(keras_model.input_shape[1])
+    normalization = read_normalization(saved_model_dir)
+    function = pixels_function(keras_model, image_size, normalization)
+    flatbuffers, failed = convert_all(function, keras_model)
     for name, flatbuffer in flatbuffers.items():
         with FileSystems.create(os.path.join(tflite.uri, FILES[name])) as handle:
             handle.write(flatbuffer)

