@@ -4,13 +4,15 @@ single-image latency (why exports carry warmup requests), and TFLite float32/flo
 The model is the default trainer config's architecture (small_cnn, 64x64, 6 classes) with its
 initial weights: latency and load time depend on the graph and the weight count, not on the
 weights' values. Accuracy of the TFLite models is measured by the pipeline's TFLiteExport on the
-trained model, not here. SavedModel figures come from the serving check's probe in a fresh
-process (encoded JPEG bytes in: decoding and resizing included); TFLite figures are the
+trained model, not here. SavedModel figures come from the serving check's probe, each in a fresh
+process as a model server starts (encoded JPEG bytes in: decoding and resizing included); TFLite
+figures are the
 interpreter's invoke on decoded, resized pixels (what the TFLite models take).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 
@@ -56,12 +58,19 @@ def _tflite_latency(flatbuffer: bytes, image_size: int) -> tuple[float, float]:
     return float(np.percentile(times, 50)), float(np.percentile(times, 99))
 
 
-def run(workdir: str) -> list[dict]:
-    from components.serving_check import run_probe
+def _probe_in_fresh_process(model_dir: str) -> dict:
+    """The serving check's probe in a new Python process: a server's cold load, not one whose
+    TensorFlow already ran this model."""
+    from components.serving_probe import probe
 
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(probe, (model_dir, LATENCY_REQUESTS))
+
+
+def run(workdir: str) -> list[dict]:
     model_dir = os.path.join(workdir, "serving_bench", "model")
     image_size, flatbuffers = _export(model_dir)
-    probes = [run_probe(model_dir, LATENCY_REQUESTS) for _ in range(RUNS)]
+    probes = [_probe_in_fresh_process(model_dir) for _ in range(RUNS)]
     for probe in probes:
         if probe["problems"]:
             raise RuntimeError(f"serving probe failed: {probe['problems']}")

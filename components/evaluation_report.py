@@ -23,13 +23,12 @@ import json
 import os
 
 import numpy as np
-import tensorflow as tf
 from apache_beam.io.filesystems import FileSystems
 from tfx import v1 as tfx
 from tfx.types import artifact, standard_artifacts
 from tfx.utils import path_utils
 
-from components import metadata_keys
+from components import metadata_keys, saved_model_cache
 from components.eval_split import read_batches, split_files
 from components.trainer.export import EXAMPLES_SIGNATURE
 from components.trainer.serving_assets import read_label_names
@@ -196,7 +195,7 @@ class EvalScores:
 
 def score_split(saved_model_dir: str, files: list[str]) -> EvalScores:
     """Every example in `files`, in file order, scored by the SavedModel's serving_default."""
-    serve = tf.saved_model.load(saved_model_dir).signatures[EXAMPLES_SIGNATURE]
+    serve = saved_model_cache.load(saved_model_dir).model.signatures[EXAMPLES_SIGNATURE]
     labels, probabilities, paths = [], [], []
     for batch in read_batches(files):
         probabilities.append(serve(examples=batch.records)["probabilities"].numpy())

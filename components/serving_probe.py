@@ -1,21 +1,28 @@
-"""Loads an exported model the way a model server does and reports whether it serves correctly.
+"""Checks that an exported model serves correctly from stock TensorFlow, in the calling process.
 
-Run as `python -m components.serving_probe MODEL_DIR REPORT_JSON [LATENCY_REQUESTS]` in a fresh
-process: plain TensorFlow (no Keras, no TFX), so nothing the training process imported or cached
-can hide a model that only works where it was made. It replays the warmup requests in
-assets.extra, checks every answer's outputs (names, dtypes, shapes, probabilities summing to 1,
-class names matching class ids), and measures load time and single-image latency.
+Two parts, so that nothing the training process imported can hide a model that only works there:
+  stock_tensorflow_problems: every op in the SavedModel's graph and function library is one
+    TensorFlow itself defines (an entry of tf.raw_ops: a custom op library loaded at run time
+    registers its ops in the process, not there) and none calls back into the Python process
+    that saved it (tf.py_function, tf.numpy_function: their callbacks die with that process);
+    no object needs a Python class registered outside TensorFlow to be rebuilt. This is what a
+    fresh process used to find out by failing, without its cost (importing TensorFlow again,
+    seconds per run).
+  probe: loads the model with tf.saved_model.load only (no Keras, no TFX; the load the
+    post-training components share, saved_model_cache.py), replays the warmup requests in
+    assets.extra, checks every answer's outputs (names, dtypes, shapes, probabilities summing
+    to 1, class names matching class ids), and measures load time and single-image latency.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.saved_model import loader_impl, registration
 
+from components import saved_model_cache
 from components.trainer.serving_assets import (
     IMAGES_INPUT,
     read_label_names,
@@ -23,6 +30,8 @@ from components.trainer.serving_assets import (
     request_inputs,
 )
 
+# Ops whose kernel calls a Python function by a token that lives only in the saving process.
+PROCESS_BOUND_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 OUTPUTS = {"class_ids": tf.int64, "class_names": tf.string, "probabilities": tf.float32}
 PROBABILITY_SUM_TOLERANCE = 1e-4
 
@@ -62,25 +71,58 @@ def check_outputs(
     return problems
 
 
+def stock_tensorflow_problems(model_dir: str) -> list[str]:
+    """What in the SavedModel would fail, or behave otherwise, in a process that has only
+    imported TensorFlow; empty when nothing would. Raises what parsing a broken file raises."""
+    stock_ops = frozenset(name for name in dir(tf.raw_ops) if not name.startswith("_"))
+    problems = set()
+    for meta_graph in loader_impl.parse_saved_model(model_dir).meta_graphs:
+        library = meta_graph.graph_def.library
+        functions = {function.signature.name for function in library.function}
+        nodes = [*meta_graph.graph_def.node, *(n for f in library.function for n in f.node_def)]
+        for op in {node.op for node in nodes} - functions:
+            if op in PROCESS_BOUND_OPS:
+                problems.add(f"op {op} calls back into the Python process that saved the model")
+            elif op not in stock_ops:
+                problems.add(f"op {op} is not a TensorFlow op (a custom op library?)")
+        for node in meta_graph.object_graph_def.nodes:
+            registered = registration.get_registered_class(node.registered_name)
+            if registered is not None and not registered.__module__.startswith("tensorflow."):
+                problems.add(
+                    f"object {node.registered_name!r} is rebuilt by {registered.__module__}, "
+                    "which stock TensorFlow does not import"
+                )
+    return sorted(problems)
+
+
 def probe(model_dir: str, latency_requests: int) -> dict:
-    start = time.perf_counter()
-    loaded = tf.saved_model.load(model_dir)
-    load_seconds = time.perf_counter() - start
-    label_names = read_label_names(model_dir)
-    requests = read_warmup_requests(model_dir)
+    """The serving report of the SavedModel in `model_dir`; its problems are empty only when it
+    serves from stock TensorFlow and every warmup request gets a right answer."""
+    try:
+        problems = stock_tensorflow_problems(model_dir)
+    except Exception as error:  # noqa: BLE001  whatever a broken file raises refuses the model
+        return {"model_dir": model_dir, "problems": [f"does not load: {error}"]}
+    if problems:
+        return {"model_dir": model_dir, "problems": problems}
+    try:
+        loaded = saved_model_cache.load(model_dir)
+        label_names = read_label_names(model_dir)
+        requests = read_warmup_requests(model_dir)
+    except Exception as error:  # noqa: BLE001  as above
+        return {"model_dir": model_dir, "problems": [f"does not load: {error}"]}
     problems = [] if requests else ["no warmup requests in assets.extra"]
     single_image = None
     warmup_ms = []  # each warmup request's latency; the first pays what warmup exists to absorb
     for log in requests:
         request = log.predict_log.request
         name = request.model_spec.signature_name
-        if name not in loaded.signatures:
+        if name not in loaded.model.signatures:
             problems.append(f"warmup request for missing signature {name!r}")
             continue
         inputs = request_inputs(request)
         start = time.perf_counter()
         try:
-            outputs = loaded.signatures[name](**inputs)
+            outputs = loaded.model.signatures[name](**inputs)
         except (tf.errors.OpError, TypeError, ValueError) as error:
             problems.append(f"{name}: request failed: {error}")
             continue
@@ -88,13 +130,13 @@ def probe(model_dir: str, latency_requests: int) -> dict:
         batch = int(next(iter(inputs.values())).shape[0])
         problems.extend(check_outputs(name, outputs, batch, label_names))
         if IMAGES_INPUT in inputs and batch == 1:
-            single_image = (loaded.signatures[name], inputs)
+            single_image = (loaded.model.signatures[name], inputs)
     report = {
         "model_dir": model_dir,
-        "load_seconds": load_seconds,
+        "load_seconds": loaded.load_seconds,
         "warmup_requests": len(requests),
         "warmup_request_ms": warmup_ms,
-        "signatures": sorted(loaded.signatures),
+        "signatures": sorted(loaded.model.signatures),
         "problems": problems,
     }
     if single_image and not problems:
@@ -115,16 +157,3 @@ def single_image_latency(signature, inputs: dict, requests: int) -> dict:
         "p99": float(np.percentile(times, 99)),
         "requests": requests,
     }
-
-
-def main(argv: list[str]) -> int:
-    model_dir, report_path = argv[:2]
-    latency_requests = int(argv[2]) if len(argv) > 2 else 200
-    report = probe(model_dir, latency_requests)
-    with open(report_path, "w") as handle:
-        json.dump(report, handle, indent=2)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

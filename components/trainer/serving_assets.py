@@ -8,8 +8,8 @@
   normalization.json: the per-channel pixel mean and std baked into the signatures, for clients
     that feed the bare network (the TFLite export) and must normalize exactly as it was trained.
 
-Plain TensorFlow and the tensorflow-serving-api protos only: the serving check reads these files in
-a fresh process without Keras or TFX.
+Plain TensorFlow and the tensorflow-serving-api protos only: the serving check reads these files
+without Keras or TFX, as a model server would.
 """
 
 from __future__ import annotations

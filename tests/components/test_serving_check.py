@@ -1,6 +1,8 @@
-"""The serving check: output checks catch each kind of wrong answer; the component blesses a good
-export (with load time and latency measured in a fresh process) and refuses a broken one; and the
-standard Pusher pushes only with both its blessing and the Evaluator's."""
+"""The serving check: output checks catch each kind of wrong answer; the graph check finds what
+only the saving process has (a Python callback, a custom op); the component blesses a good export
+(with load time and latency measured) and refuses a broken one, and a model that answers in this
+process but not in a fresh one; and the standard Pusher pushes only with both its blessing and the
+Evaluator's."""
 
 import json
 import os
@@ -9,14 +11,19 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras as keras
 from google.protobuf import json_format
+from tensorflow.python.saved_model import registration
 from tfx import v1 as tfx
 from tfx.components.pusher.executor import Executor as PusherExecutor
 from tfx.types import standard_artifacts
 
 from components.serving_check import BLESSED_FILE, NOT_BLESSED_FILE, REPORT_FILE, ServingCheck
-from components.serving_probe import check_outputs
+from components.serving_probe import check_outputs, stock_tensorflow_problems
 from components.trainer import export, serving_assets
+from components.trainer.config import runlocal
+from components.trainer.model import build_model
+from tests.components.conftest import NORMALIZATION
 from tests.components.trainer.conftest import LABEL_NAMES as LABELS
 
 
@@ -131,4 +138,86 @@ def test_a_model_that_does_not_load_is_refused_with_the_reason(tmp_path):
     blessing = _run_check(model, tmp_path / "blessing")
 
     assert blessing.get_int_custom_property("blessed") == 0
-    assert "probe exited with" in blessing.get_string_custom_property("problems")
+    assert "does not load: " in blessing.get_string_custom_property("problems")
+
+
+def _through_python(images):
+    passed = tf.py_function(lambda pixels: pixels, [images], tf.float32)
+    passed.set_shape(images.shape)
+    return passed
+
+
+@pytest.mark.slow
+def test_a_model_that_calls_back_into_this_process_is_refused_though_it_answers_here(tmp_path):
+    """tf.py_function saves a token of a callback that lives in this process only: the model
+    answers here, and every request fails in a model server (the fresh-process probe this check
+    replaced refused it for that reason)."""
+    config = runlocal()
+    network = build_model(config, len(LABELS))
+    inputs = keras.Input(network.input_shape[1:])
+    model = standard_artifacts.Model()
+    model.uri = str(tmp_path / "model")
+    serving_dir = os.path.join(model.uri, "Format-Serving")
+    export.export_model(
+        keras.Model(inputs, network(keras.layers.Lambda(_through_python)(inputs))),
+        serving_dir,
+        config.image_size,
+        list(LABELS),
+        NORMALIZATION,
+    )
+    [request, *_] = serving_assets.read_warmup_requests(serving_dir)
+    answer = tf.saved_model.load(serving_dir).signatures[
+        request.predict_log.request.model_spec.signature_name
+    ](**serving_assets.request_inputs(request.predict_log.request))
+    assert answer["probabilities"].shape == (1, len(LABELS))  # it does answer in this process
+
+    blessing = _run_check(model, tmp_path / "blessing")
+
+    assert blessing.get_int_custom_property("blessed") == 0
+    assert "op EagerPyFunc calls back into the Python process" in (
+        blessing.get_string_custom_property("problems")
+    )
+
+
+@pytest.mark.slow
+def test_an_op_tensorflow_does_not_define_is_named(model_artifact, tmp_path):
+    """An op from a custom op library loaded at run time is registered in the process that
+    loaded it, not in tf.raw_ops; a fresh process could not even load the model."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    copy = tmp_path / "model"
+    shutil.copytree(os.path.join(model_artifact.uri, "Format-Serving"), copy)
+    saved_model = saved_model_pb2.SavedModel.FromString((copy / "saved_model.pb").read_bytes())
+    assert stock_tensorflow_problems(str(copy)) == []
+    library = saved_model.meta_graphs[0].graph_def.library
+    function = next(f for f in library.function if f.node_def)
+    function.node_def[0].op = "ImgpipeCustomOp"
+    (copy / "saved_model.pb").write_bytes(saved_model.SerializeToString())
+
+    assert stock_tensorflow_problems(str(copy)) == [
+        "op ImgpipeCustomOp is not a TensorFlow op (a custom op library?)"
+    ]
+
+
+@registration.register_serializable(package="imgpipe_test")
+class _RegisteredHere(tf.Module):
+    """Rebuilt from a SavedModel by this class only where this module registered it."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = tf.Variable(1.0)
+
+    @classmethod
+    def _deserialize_from_proto(cls, **kwargs):
+        return cls()
+
+
+def test_an_object_only_this_process_can_rebuild_is_named(tmp_path):
+    root = tf.Module()
+    root.part = _RegisteredHere()
+    tf.saved_model.save(root, str(tmp_path))
+
+    assert stock_tensorflow_problems(str(tmp_path)) == [
+        f"object 'imgpipe_test._RegisteredHere' is rebuilt by {__name__}, which stock "
+        "TensorFlow does not import"
+    ]

@@ -65,7 +65,7 @@ def test_an_edit_changes_the_fingerprint_of_the_modules_that_import_it_only(tmp_
     assert after["a"] != before["a"] and after["b"] == before["b"]
 
 
-def test_the_serving_check_s_code_includes_the_probe_it_starts_in_a_child_process():
+def test_the_serving_check_s_code_includes_the_probe_it_runs():
     files = source_files("components.serving_check")
     assert PROJECT_ROOT / "components" / "serving_probe.py" in files
 

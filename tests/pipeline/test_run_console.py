@@ -61,8 +61,7 @@ def _runs(build) -> list[dict]:
 @pytest.fixture(scope="module")
 def console_runs(tmp_path_factory):
     """Two runs started together on one store: the second waits, then answers from the cache.
-    Beam runs in each process (the tiny config); the serving check runs in a child process, whose
-    output must stay out of the console too."""
+    Beam runs in each process (the tiny config)."""
     root = tmp_path_factory.mktemp("console")
     build = root / "build"
     path = _config_file(root, write_images(root / "images"), build)
