@@ -14,7 +14,8 @@ import sys
 import tempfile
 
 from apache_beam.io.filesystems import FileSystems
-from tfx import v1 as tfx
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 from tfx.utils import path_utils
 
@@ -60,11 +61,11 @@ def _failed(model_dir: str, problem: str) -> dict:
     return {"model_dir": model_dir, "problems": [problem]}
 
 
-@tfx.dsl.components.component
+@component
 def ServingCheck(  # noqa: N802  TFX component names are classes
-    model: tfx.dsl.components.InputArtifact[standard_artifacts.Model],
-    blessing: tfx.dsl.components.OutputArtifact[standard_artifacts.InfraBlessing],
-    latency_requests: tfx.dsl.components.Parameter[int] = 200,
+    model: InputArtifact[standard_artifacts.Model],
+    blessing: OutputArtifact[standard_artifacts.InfraBlessing],
+    latency_requests: Parameter[int] = 200,
 ) -> None:
     """Loads the exported model in a fresh process, replays its warmup requests, checks the
     answers, measures load time and p50/p99 single-image latency; blesses or refuses.
