@@ -262,6 +262,9 @@ def create_pipeline(
         # StatisticsGen has the data's statistics; Transform's own pre- and post-transform
         # TFDV passes were 40% of its time on a tiny run (profiled), and nothing reads them.
         disable_statistics=True,
+        # No analyzer cache: nothing feeds it back (an analyzer_cache input), and writing it
+        # added four TFRecord writes, each a few Beam stages, to every run.
+        disable_analyzer_cache=True,
         splits_config=transform_pb2.SplitsConfig(analyze=["train"]),
         custom_config={
             IMAGE_SIZE_KEY: config.trainer.image_size,
