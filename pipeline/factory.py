@@ -278,6 +278,7 @@ def create_pipeline(
         # No analyzer cache: nothing feeds it back (an analyzer_cache input), and writing it
         # added four TFRecord writes, each a few Beam stages, to every run.
         disable_analyzer_cache=True,
+        force_tf_compat_v1=transform_module.FORCE_TF_COMPAT_V1,
         splits_config=transform_pb2.SplitsConfig(analyze=["train"]),
         custom_config={
             IMAGE_SIZE_KEY: config.trainer.image_size,
