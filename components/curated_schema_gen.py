@@ -14,8 +14,9 @@ import os
 
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
-from tfx import v1 as tfx
 from tfx.components.statistics_gen import stats_artifact_utils
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
@@ -41,11 +42,11 @@ def curate_schema(inferred: schema_pb2.Schema, max_side: int) -> schema_pb2.Sche
     return schema
 
 
-@tfx.dsl.components.component
+@component
 def CuratedSchemaGen(  # noqa: N802  TFX component names are classes
-    statistics: tfx.dsl.components.InputArtifact[standard_artifacts.ExampleStatistics],
-    schema: tfx.dsl.components.OutputArtifact[standard_artifacts.Schema],
-    max_side: tfx.dsl.components.Parameter[int],
+    statistics: InputArtifact[standard_artifacts.ExampleStatistics],
+    schema: OutputArtifact[standard_artifacts.Schema],
+    max_side: Parameter[int],
 ) -> None:
     """Infers the schema of the train split's statistics (as SchemaGen) and curates it."""
     stats = stats_artifact_utils.load_statistics(statistics, ANALYZED_SPLIT).proto()

@@ -24,7 +24,8 @@ import os
 
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
-from tfx import v1 as tfx
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact, standard_artifacts
 from tfx.utils import path_utils
 
@@ -251,12 +252,12 @@ def write_report(report: dict, directory: str) -> None:
         handle.write(png)
 
 
-@tfx.dsl.components.component
+@component
 def EvaluationReportGen(  # noqa: N802  TFX component names are classes
-    model: tfx.dsl.components.InputArtifact[standard_artifacts.Model],
-    examples: tfx.dsl.components.InputArtifact[standard_artifacts.Examples],
-    report: tfx.dsl.components.OutputArtifact[EvaluationReport],
-    eval_split: tfx.dsl.components.Parameter[str] = "eval",
+    model: InputArtifact[standard_artifacts.Model],
+    examples: InputArtifact[standard_artifacts.Examples],
+    report: OutputArtifact[EvaluationReport],
+    eval_split: Parameter[str] = "eval",
 ) -> None:
     """Scores `eval_split` with the exported model; writes the readable evaluation and the
     per-example scores."""

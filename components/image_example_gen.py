@@ -9,8 +9,13 @@ and an IngestReport artifact (every file's fate, counts and the label map) recor
 import json
 
 import apache_beam as beam
-from tfx import v1 as tfx
 from tfx.components.util import examples_utils
+from tfx.dsl.component.experimental.annotations import (
+    BeamComponentParameter,
+    OutputArtifact,
+    Parameter,
+)
+from tfx.dsl.component.experimental.decorators import component
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact, artifact_utils, standard_artifacts
 
@@ -26,15 +31,15 @@ class IngestReport(artifact.Artifact):
     TYPE_NAME = metadata_keys.INGEST_REPORT_TYPE
 
 
-@tfx.dsl.components.component(use_beam=True)
+@component(use_beam=True)
 def ImageExampleGen(  # noqa: N802  TFX component names are classes
-    ingest_config: tfx.dsl.components.Parameter[str],
-    input_fingerprint: tfx.dsl.components.Parameter[str],
-    span: tfx.dsl.components.Parameter[int],
-    reference_label_map: tfx.dsl.components.Parameter[str],
-    examples: tfx.dsl.components.OutputArtifact[standard_artifacts.Examples],
-    ingest_report: tfx.dsl.components.OutputArtifact[IngestReport],
-    beam_pipeline: tfx.dsl.components.BeamComponentParameter[beam.Pipeline] = None,
+    ingest_config: Parameter[str],
+    input_fingerprint: Parameter[str],
+    span: Parameter[int],
+    reference_label_map: Parameter[str],
+    examples: OutputArtifact[standard_artifacts.Examples],
+    ingest_report: OutputArtifact[IngestReport],
+    beam_pipeline: BeamComponentParameter[beam.Pipeline] = None,
 ) -> None:
     """Ingests a folder of class folders or a manifest.
 

@@ -23,7 +23,8 @@ import tensorflow_transform as tft
 from apache_beam.io.filesystems import FileSystems
 from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
-from tfx import v1 as tfx
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact
+from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact, artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
@@ -342,19 +343,19 @@ def place_beside_pushed_model(
         )
 
 
-@tfx.dsl.components.component
+@component
 def ModelCardGen(  # noqa: N802  TFX component names are classes
-    model: tfx.dsl.components.InputArtifact[standard_artifacts.Model],
-    model_run: tfx.dsl.components.InputArtifact[standard_artifacts.ModelRun],
-    examples: tfx.dsl.components.InputArtifact[standard_artifacts.Examples],
-    transform_graph: tfx.dsl.components.InputArtifact[standard_artifacts.TransformGraph],
-    evaluation: tfx.dsl.components.InputArtifact[standard_artifacts.ModelEvaluation],
-    model_blessing: tfx.dsl.components.InputArtifact[standard_artifacts.ModelBlessing],
-    infra_blessing: tfx.dsl.components.InputArtifact[standard_artifacts.InfraBlessing],
-    readable_evaluation: tfx.dsl.components.InputArtifact[evaluation_report.EvaluationReport],
-    tflite: tfx.dsl.components.InputArtifact[tflite_export.TFLiteModel],
-    pushed_model: tfx.dsl.components.InputArtifact[standard_artifacts.PushedModel],
-    model_card: tfx.dsl.components.OutputArtifact[ModelCard],
+    model: InputArtifact[standard_artifacts.Model],
+    model_run: InputArtifact[standard_artifacts.ModelRun],
+    examples: InputArtifact[standard_artifacts.Examples],
+    transform_graph: InputArtifact[standard_artifacts.TransformGraph],
+    evaluation: InputArtifact[standard_artifacts.ModelEvaluation],
+    model_blessing: InputArtifact[standard_artifacts.ModelBlessing],
+    infra_blessing: InputArtifact[standard_artifacts.InfraBlessing],
+    readable_evaluation: InputArtifact[evaluation_report.EvaluationReport],
+    tflite: InputArtifact[tflite_export.TFLiteModel],
+    pushed_model: InputArtifact[standard_artifacts.PushedModel],
+    model_card: OutputArtifact[ModelCard],
 ) -> None:
     """Writes the model card; places it, the TFLite models and the evaluation beside the pushed
     model when the Pusher pushed it."""

@@ -11,7 +11,8 @@ SavedModel's graph instead, for the seconds a second TensorFlow import costs.
 import json
 
 from apache_beam.io.filesystems import FileSystems
-from tfx import v1 as tfx
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 from tfx.utils import path_utils
 
@@ -21,11 +22,11 @@ REPORT_FILE = "serving_check.json"
 BLESSED_FILE, NOT_BLESSED_FILE = "INFRA_BLESSED", "INFRA_NOT_BLESSED"  # InfraValidator's names
 
 
-@tfx.dsl.components.component
+@component
 def ServingCheck(  # noqa: N802  TFX component names are classes
-    model: tfx.dsl.components.InputArtifact[standard_artifacts.Model],
-    blessing: tfx.dsl.components.OutputArtifact[standard_artifacts.InfraBlessing],
-    latency_requests: tfx.dsl.components.Parameter[int] = 200,
+    model: InputArtifact[standard_artifacts.Model],
+    blessing: OutputArtifact[standard_artifacts.InfraBlessing],
+    latency_requests: Parameter[int] = 200,
 ) -> None:
     """Checks the exported model's graph for anything stock TensorFlow lacks, loads it, replays
     its warmup requests, checks the answers, measures load time and p50/p99 single-image

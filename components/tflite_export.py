@@ -22,7 +22,8 @@ import tensorflow as tf
 import tf_keras as keras
 from apache_beam.io.filesystems import FileSystems
 from tensorflow.lite.python.convert_phase import ConverterError
-from tfx import v1 as tfx
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact, standard_artifacts
 from tfx.utils import path_utils
 
@@ -166,13 +167,13 @@ def compare_on_split(
     }
 
 
-@tfx.dsl.components.component
+@component
 def TFLiteExport(  # noqa: N802  TFX component names are classes
-    model: tfx.dsl.components.InputArtifact[standard_artifacts.Model],
-    examples: tfx.dsl.components.InputArtifact[standard_artifacts.Examples],
-    readable_evaluation: tfx.dsl.components.InputArtifact[EvaluationReport],
-    tflite: tfx.dsl.components.OutputArtifact[TFLiteModel],
-    eval_split: tfx.dsl.components.Parameter[str] = "eval",
+    model: InputArtifact[standard_artifacts.Model],
+    examples: InputArtifact[standard_artifacts.Examples],
+    readable_evaluation: InputArtifact[EvaluationReport],
+    tflite: OutputArtifact[TFLiteModel],
+    eval_split: Parameter[str] = "eval",
 ) -> None:
     """Converts the model to float32 and float16 TFLite and scores both on `eval_split` against
     the SavedModel's stored scores (readable_evaluation, which scored the same split); writes

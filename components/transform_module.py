@@ -16,6 +16,11 @@ PIXEL_MEAN = "pixel_mean"
 PIXEL_STD = "pixel_std"
 LABEL_VOCABULARY = "labels"  # vocabulary file: "<count> <label id>:<label name>" per line
 IMAGE_SIZE_KEY = "image_size"  # custom_config key
+# TFT in graph mode (tf.compat.v1) for the analysis and the saved transform graph: nothing reads
+# that graph but TFTransformOutput (statistics, vocabulary), and building and saving a TF1 graph
+# costs less than tracing tf.functions and saving a TF2 SavedModel: 23% less CPU for Transform on
+# a tiny run (mean of four pairs, loaded machine), the same mean, std and vocabulary.
+FORCE_TF_COMPAT_V1 = True
 
 
 def preprocessing_fn(inputs: dict, custom_config: dict) -> dict:

@@ -13,8 +13,8 @@ import os
 
 import keras_tuner
 import tensorflow_transform as tft
-from tfx import v1 as tfx
 from tfx.components.trainer.fn_args_utils import FnArgs
+from tfx.components.tuner import component as tuner_component
 from tfx.components.tuner import executor as tuner_executor
 from tfx.components.tuner.component import TunerFnResult
 from tfx.dsl.components.base import executor_spec
@@ -155,7 +155,7 @@ def record_best(artifact, values: dict, score: float | None) -> None:
         artifact.set_float_custom_property(BEST_PROPERTY_PREFIX + OBJECTIVE, float(score))
 
 
-class Tuner(tfx.components.Tuner):
+class Tuner(tuner_component.Tuner):
     """TFX's Tuner component with TunerExecutor."""
 
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(TunerExecutor)

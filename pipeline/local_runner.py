@@ -10,8 +10,9 @@ import sys
 from collections.abc import Callable, Iterator
 
 from ml_metadata.metadata_store import metadata_store
-from tfx import v1 as tfx
 from tfx.dsl.compiler import constants
+from tfx.orchestration import metadata
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
 from pipeline import run_guard
@@ -27,9 +28,7 @@ LOGGER = logging.getLogger(__name__)
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
-    return metadata_store.MetadataStore(
-        tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)
-    )
+    return metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(metadata_path))
 
 
 @contextlib.contextmanager
@@ -85,7 +84,7 @@ def run_local(
         state, reason, failure = run_guard.FAILED, None, None
         try:
             with _argv_for_libraries():
-                tfx.orchestration.LocalDagRunner().run_with_ir(ir)
+                LocalDagRunner().run_with_ir(ir)
             state = run_guard.COMPLETE
         except KeyboardInterrupt:
             state = run_guard.INTERRUPTED

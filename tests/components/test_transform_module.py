@@ -9,6 +9,7 @@ from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
 
 from components.trainer.preprocessing import compute_normalization
 from components.transform_module import (
+    FORCE_TF_COMPAT_V1,
     IMAGE_SIZE_KEY,
     class_counts,
     label_names,
@@ -54,7 +55,7 @@ def transform_output(tmp_path_factory):
         {name: [value.encode() if isinstance(value, str) else value] for name, value in row.items()}
         for row in _rows()
     ]
-    with tft_beam.Context(temp_dir=str(root / "tmp"), force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=str(root / "tmp"), force_tf_compat_v1=FORCE_TF_COMPAT_V1):
         transform_fn = (raw, metadata) | tft_beam.AnalyzeDataset(
             lambda inputs: preprocessing_fn(inputs, {IMAGE_SIZE_KEY: IMAGE_SIZE})
         )

@@ -1,15 +1,19 @@
 import dataclasses
 import json
 
+import pytest
+import tensorflow_data_validation as tfdv
 from tfx.components.util import udf_utils
 
 from components import trainer_module, transform_module
 from components.trainer.config import TuningConfig
+from data_prep import features
 from pipeline.beam_options import resolve_beam_args
 from pipeline.config import local_preset
 from pipeline.data_snapshot import DataSnapshot
-from pipeline.factory import WARM_START_NODE, create_pipeline
+from pipeline.factory import WARM_START_NODE, create_pipeline, statistics_options
 from pipeline.mlmd_connection import MlmdTarget
+from tests.components.trainer.conftest import write_shard
 from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
 
 STORE = MlmdTarget(mysql="127.0.0.1:3306/mlmd").connection_config(read_only=False)
@@ -80,3 +84,27 @@ def test_warm_start_and_tuning_add_their_nodes_and_feed_the_trainer(tmp_path):
     trainer_inputs = by_id["Trainer"].inputs
     assert trainer_inputs["base_model"].producer_component_id == WARM_START_NODE
     assert trainer_inputs["hyperparameters"].producer_component_id == "Tuner"
+
+
+@pytest.mark.slow
+def test_statistics_from_sketches_equal_the_exact_ones_but_for_the_image_bytes(tmp_path):
+    """StatisticsGen's options (TFDV's sketches for top values and unique counts) against TFDV's
+    exact defaults, on one shard: what the schema, ExampleValidator and the drift check read."""
+    shard = str(tmp_path / "shard.gz")
+    write_shard(shard, start=0, count=30)
+    _, pipeline = _create(tmp_path)
+    [statistics_gen] = [c for c in pipeline.components if c.id == "StatisticsGen"]
+    options = statistics_gen.exec_properties["stats_options_json"]
+    assert tfdv.StatsOptions.from_json(options).use_sketch_based_topk_uniques
+
+    def by_name(stats_options) -> dict:
+        found = tfdv.generate_statistics_from_tfrecord(shard, stats_options=stats_options)
+        return {f.path.step[0]: f for f in found.datasets[0].features}
+
+    exact, sketched = by_name(tfdv.StatsOptions()), by_name(statistics_options())
+    assert sorted(exact) == sorted(sketched) == sorted(features.FEATURE_NAMES)
+    for name in set(exact) - {features.IMAGE}:
+        assert sketched[name] == exact[name], name
+    image_exact, image_sketched = exact[features.IMAGE], sketched[features.IMAGE]
+    assert image_sketched.string_stats.unique == image_exact.string_stats.unique == 30
+    assert image_sketched.string_stats.common_stats == image_exact.string_stats.common_stats
