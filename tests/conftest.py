@@ -26,3 +26,17 @@ def pytest_collection_modifyitems(config, items):
             continue
         group = SHARED_STORE_FIXTURE if SHARED_STORE_FIXTURE in item.fixturenames else None
         item.add_marker(pytest.mark.xdist_group(group or item.module.__name__))
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook, on the controller
+def pytest_xdist_node_collection_finished(node, ids):
+    """xdist's scheduler reads a test's group from its id, which the worker rewrites after the
+    hook above; pytest 9.2 ignores that rewrite (pytest-xdist#1386), and then every module's
+    fixtures, pipeline runs included, silently run once per worker. Stop instead."""
+    ungrouped = [nodeid for nodeid in ids if "@" not in nodeid]
+    if node.config.getoption("dist") == "loadgroup" and ungrouped:
+        pytest.exit(
+            f"pytest-xdist's --dist loadgroup lost the groups of {len(ungrouped)} tests "
+            f"(e.g. {ungrouped[0]}) under pytest {pytest.__version__}: see pytest-xdist#1386",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
