@@ -14,8 +14,10 @@ SET ?=
 BUILD := build
 PARTS ?=
 # One test worker process per core (at most 4: each holds TensorFlow and a pipeline run in memory);
-# a module's tests share a worker (tests/conftest.py). `make test TEST_WORKERS=` runs in one process.
-TEST_WORKERS ?= -n auto --maxprocesses=4 --dist loadgroup
+# a module's tests share a worker (tests/conftest.py), handed out in the order tests/conftest.py
+# sorts them (xdist would otherwise hand out the groups with most tests first, whatever they cost).
+# `make test TEST_WORKERS=` runs in one process.
+TEST_WORKERS ?= -n auto --maxprocesses=4 --dist loadgroup --no-loadscope-reorder
 
 # Orchestrators (Airflow 2.10, the Kubeflow V2 / Vertex compiler) get their own environment, built
 # from their own full lock: the main lock plus Airflow and kfp-pipeline-spec, protobuf still 3.20.3.

@@ -1,6 +1,8 @@
 """How `make test` spreads the suite over worker processes (pytest-xdist, `--dist loadgroup`):
-a module's tests stay on one worker, so a module-scoped pipeline run is made once; every test that
-uses the shared two-run store (tests/pipeline/conftest.py) joins one group, so it is made once.
+the tests of a module with a module-scoped fixture stay on one worker, so a module-scoped pipeline
+run is made once; every test that uses the shared two-run store (tests/pipeline/conftest.py)
+joins one group, so it is made once; a test that shares no such fixture is a group of its own,
+which any free worker takes (a module of slow, independent trainings is not one long unit).
 Modules with slow tests are handed out first, end-to-end ones (pipeline runs) first of all, so no
 worker is left with a long one at the end."""
 
@@ -8,6 +10,7 @@ import pytest
 
 SHARED_STORE_FIXTURE = "two_runs"
 END_TO_END = ("tests/pipeline/", "tests/notebooks/")
+MODULE_SCOPES = ("module", "package")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
@@ -22,7 +25,30 @@ def pytest_collection_modifyitems(config, items):
 
     items.sort(key=handed_out)
     for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        group = SHARED_STORE_FIXTURE if SHARED_STORE_FIXTURE in item.fixturenames else None
-        item.add_marker(pytest.mark.xdist_group(group or item.module.__name__))
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
+
+
+def _group(item) -> str:
+    """The shared store's group, the module's when the test uses a fixture made once per module
+    (or package), else the test's own."""
+    if SHARED_STORE_FIXTURE in item.fixturenames:
+        return SHARED_STORE_FIXTURE
+    closure = item._fixtureinfo.name2fixturedefs  # pytest's resolved fixtures of this test
+    if any(definitions[-1].scope in MODULE_SCOPES for definitions in closure.values()):
+        return item.module.__name__
+    return item.nodeid
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook, on the controller
+def pytest_xdist_node_collection_finished(node, ids):
+    """xdist's scheduler reads a test's group from its id, which the worker rewrites after the
+    hook above; pytest 9.2 ignores that rewrite (pytest-xdist#1386), and then every module's
+    fixtures, pipeline runs included, silently run once per worker. Stop instead."""
+    ungrouped = [nodeid for nodeid in ids if "@" not in nodeid]
+    if node.config.getoption("dist") == "loadgroup" and ungrouped:
+        pytest.exit(
+            f"pytest-xdist's --dist loadgroup lost the groups of {len(ungrouped)} tests "
+            f"(e.g. {ungrouped[0]}) under pytest {pytest.__version__}: see pytest-xdist#1386",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )

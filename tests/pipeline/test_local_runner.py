@@ -1,8 +1,12 @@
-"""The whole pipeline end to end on tiny data with the local runner: every component runs, the
-model is blessed (by the Evaluator and the serving check) and pushed with its model card, TFLite
-models and readable evaluation, and answers raw JPEG bytes; a class folder with no usable image
-(a README, or only corrupt files) is left out and named; re-runs come from the cache, changes
-invalidate exactly what they should, and a model below the threshold is not pushed."""
+"""The whole pipeline end to end on tiny data with the local runner, tuning and warm start on:
+every component runs, the Tuner's best values reach the Trainer through TFX's hyperparameters
+channel (and ML Metadata), the model is blessed (by the Evaluator and the serving check) and
+pushed with its model card, TFLite models and readable evaluation, and answers raw JPEG bytes; a
+class folder with no usable image (a README, or only corrupt files) is left out and named;
+re-runs come from the cache, changes invalidate exactly what they should, the next span's
+Trainer starts from the first span's blessed model (which `lineage model` shows), and a model
+below the threshold is not pushed. (The default pipeline, without Tuner and warm start, runs end
+to end in test_run_console, test_data_gate_spans and the two-run store.)"""
 
 import csv
 import dataclasses
@@ -17,22 +21,42 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from components import model_card
-from components.trainer.config import runlocal
+from components.trainer.config import TuningConfig, runlocal
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.serving_assets import ASSETS_EXTRA, WARMUP_FILE
+from components.trainer_module import TUNED_FILE, WARM_STARTED_FROM_PROPERTY
 from components.transform_module import label_names
+from components.tuner_module import BEST_PROPERTY_PREFIX
 from pipeline import exit_codes, local_runner
-from pipeline.lineage import run_record
+from pipeline.factory import BASELINE_NODE, DRIFT_BASELINE_NODE, WARM_START_NODE
+from pipeline.lineage import model_lineage, run_record
+from pipeline.lineage_format import format_model_lineage
 from pipeline.local_runner import open_store, run_local
 from tests.data_prep import image_files
 from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
 from tests.pipeline.tiny_pipeline import IMAGES_PER_CLASS, LABELS, tiny_config, write_images
 
 pytestmark = pytest.mark.slow
+LEARNING_RATES = (1e-3, 3e-3)
+TUNER = "Tuner"
+RESOLVERS = {BASELINE_NODE, DRIFT_BASELINE_NODE, WARM_START_NODE}  # they resolve on every run
 
 
 def _states(summary) -> dict[str, str]:
     return {c.node: c.state for c in summary.components}
+
+
+def _outputs(store, execution_id: int) -> list:
+    events = store.get_events_by_execution_ids([execution_id])
+    return store.get_artifacts_by_id([e.artifact_id for e in events if e.type == e.OUTPUT])
+
+
+def _trainer_run_file(config, summary, name: str) -> str:
+    """A file the run's Trainer wrote beside its model (TFX's model_run/<execution id>/)."""
+    [trainer] = [c for c in summary.components if c.node == "Trainer"]
+    return os.path.join(
+        config.pipeline_root, "Trainer", "model_run", str(trainer.execution_id), name
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +68,21 @@ def first_run(tmp_path_factory):
     (images / "broken").mkdir()
     (images / "broken" / "cut.jpg").write_bytes(image_files.jpeg(seed=900, height=64)[:-400])
     (images / "broken" / "garbage.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a JPEG")
-    config = tiny_config(images, root / "build")  # the threshold test below raises min_accuracy
+    # The threshold test below raises min_accuracy.
+    config = tiny_config(images, root / "build", warm_start=True, warm_start_epochs=2)
+    config = dataclasses.replace(
+        config,
+        tuning=TuningConfig(
+            enabled=True, max_trials=2, learning_rate=LEARNING_RATES, dropout=(0.2,)
+        ),
+    )
     return config, images, run_local(config)
 
 
 def test_first_run_runs_every_component_and_pushes_a_blessed_model(first_run):
     _, _, summary = first_run
-    assert sorted(_states(summary).items()) == sorted((name, "ran") for name in COMPONENTS)
+    nodes = (*COMPONENTS, TUNER, WARM_START_NODE)
+    assert sorted(_states(summary).items()) == sorted((name, "ran") for name in nodes)
     assert summary.blessed is True
     assert 0.0 <= summary.eval_accuracy <= 1.0
     assert summary.pushed_to is not None
@@ -72,6 +104,25 @@ def test_first_run_runs_every_component_and_pushes_a_blessed_model(first_run):
     assert performance["retraces"] == 0 and performance["replicas"] == 1
     assert performance["precision"] == "float32" and performance["xla"] == 0
     assert performance["global_batch_size"] == runlocal().batch_size
+
+
+def test_the_tuners_best_values_reach_the_trainer_and_the_first_model_is_trained_afresh(
+    first_run,
+):
+    config, _, summary = first_run
+    store = open_store(config.metadata_path)
+    [tuner] = [c for c in summary.components if c.node == TUNER]
+    [hyperparameters] = [
+        artifact
+        for artifact in _outputs(store, tuner.execution_id)
+        if artifact.type_id == store.get_artifact_type("HyperParameters").id
+    ]
+    best_rate = hyperparameters.custom_properties[BEST_PROPERTY_PREFIX + "learning_rate"]
+    assert best_rate.double_value in LEARNING_RATES
+    with open(_trainer_run_file(config, summary, TUNED_FILE)) as handle:
+        assert json.load(handle)["learning_rate"] == best_rate.double_value
+    [model] = store.get_artifacts_by_id([summary.model_id])
+    assert WARM_STARTED_FROM_PROPERTY not in model.custom_properties
 
 
 def test_pushed_model_carries_both_blessings_its_card_tflite_and_evaluation(first_run):
@@ -144,12 +195,12 @@ def test_reruns_use_the_cache_and_changes_invalidate_exactly_what_they_should(
     again = run_local(config)
     assert again.run_id != first.run_id
     states = _states(again)
-    # Everything is answered from the cache, the Evaluator and Pusher included: the baseline
-    # resolvers give the cached candidate and statistics the same (empty) baselines they were
-    # first checked against, and the importer hands out the very schema decided on the first run.
+    # Everything is answered from the cache, the Tuner, Evaluator and Pusher included: the
+    # resolvers give the cached Trainer, candidate and statistics the same (empty) baselines and
+    # base model they first had, and the importer hands out the very schema decided on the first
+    # run.
     assert {name: state for name, state in states.items() if state != "cached"} == {
-        "baseline_model_resolver": "ran",
-        "drift_baseline_resolver": "ran",
+        name: "ran" for name in RESOLVERS
     }
     assert SCHEMA_IMPORTER in states and "CuratedSchemaGen" not in states
     assert (again.span, again.new_data) == (1, False)
@@ -166,8 +217,7 @@ def test_reruns_use_the_cache_and_changes_invalidate_exactly_what_they_should(
     edited = _states(run_local(config))
     assert {name for name, state in edited.items() if state != "cached"} == {
         "ModelCardGen",
-        "baseline_model_resolver",
-        "drift_baseline_resolver",
+        *RESOLVERS,
     }
 
     (images / "cat" / "0.jpg").write_bytes(image_files.jpeg(seed=999))
@@ -175,6 +225,16 @@ def test_reruns_use_the_cache_and_changes_invalidate_exactly_what_they_should(
     assert (changed.span, changed.new_data) == (2, True)
     states = _states(changed)
     assert states["ImageExampleGen"] == states["Transform"] == states["Trainer"] == "ran"
+    # The new span's Trainer starts from the first span's blessed model, for warm_start_epochs.
+    store = open_store(config.metadata_path)
+    [model] = store.get_artifacts_by_id([changed.model_id])
+    assert model.custom_properties[WARM_STARTED_FROM_PROPERTY].int_value == first.model_id
+    with open(_trainer_run_file(config, changed, "training_metrics.json")) as handle:
+        metrics = json.load(handle)
+    assert metrics["phases"] == ["warm_start"] and metrics["epochs"] == 2
+    lineage = model_lineage(store, changed.model_id)
+    assert [record.id for record in lineage.warm_started_from] == [first.model_id]
+    assert f"Model {first.model_id}" in format_model_lineage(lineage)
 
 
 def test_a_model_below_the_threshold_is_not_pushed(first_run):
