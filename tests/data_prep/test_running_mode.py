@@ -9,14 +9,15 @@ from data_prep.config import IngestConfig
 from data_prep.running_mode import IN_PROCESS_MAX_FILES, with_running_mode
 
 
-def _direct(args) -> tuple[str, int]:
+def direct_mode(args) -> tuple[str, int]:
+    """The DirectRunner's running mode and worker count that Beam reads from these args."""
     options = PipelineOptions(list(args)).view_as(DirectOptions)
     return options.direct_running_mode, options.direct_num_workers
 
 
 def test_in_process_up_to_the_threshold_one_worker_per_core_above():
-    assert _direct(with_running_mode((), IN_PROCESS_MAX_FILES)) == ("in_memory", 1)
-    assert _direct(with_running_mode((), IN_PROCESS_MAX_FILES + 1)) == ("multi_processing", 0)
+    assert direct_mode(with_running_mode((), IN_PROCESS_MAX_FILES)) == ("in_memory", 1)
+    assert direct_mode(with_running_mode((), IN_PROCESS_MAX_FILES + 1)) == ("multi_processing", 0)
 
 
 def test_a_mode_the_user_names_is_kept_with_its_worker_count():
@@ -36,7 +37,7 @@ def test_run_ingest_chooses_the_mode_by_the_number_of_files(tmp_path, monkeypatc
     modes = []
 
     def options(args):
-        modes.append(_direct(args)[0])
+        modes.append(direct_mode(args)[0])
         raise _Built
 
     monkeypatch.setattr(ingest, "PipelineOptions", options)

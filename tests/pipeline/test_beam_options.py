@@ -1,23 +1,19 @@
 """The Beam options the pipeline's Beam components get: in-process below the size threshold, one
 worker process per core above it, anything the user names kept, other runners untouched."""
 
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, SetupOptions
+from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 from tfx.utils import dependency_utils
 
 from data_prep.running_mode import IN_PROCESS_MAX_FILES
 from pipeline.beam_options import resolve_beam_args
-
-
-def _direct(args) -> tuple[str, int]:
-    options = PipelineOptions(list(args)).view_as(DirectOptions)
-    return options.direct_running_mode, options.direct_num_workers
+from tests.data_prep.test_running_mode import direct_mode
 
 
 def test_small_inputs_run_in_this_process_large_ones_on_a_worker_per_core():
-    assert _direct(resolve_beam_args((), IN_PROCESS_MAX_FILES)) == ("in_memory", 1)
-    assert _direct(resolve_beam_args((), IN_PROCESS_MAX_FILES + 1)) == ("multi_processing", 0)
+    assert direct_mode(resolve_beam_args((), IN_PROCESS_MAX_FILES)) == ("in_memory", 1)
+    assert direct_mode(resolve_beam_args((), IN_PROCESS_MAX_FILES + 1)) == ("multi_processing", 0)
     named = ("--runner=DirectRunner",)
-    assert _direct(resolve_beam_args(named, 10)) == ("in_memory", 1)
+    assert direct_mode(resolve_beam_args(named, 10)) == ("in_memory", 1)
 
 
 def test_a_running_mode_the_user_names_wins_whatever_the_size():
@@ -25,7 +21,7 @@ def test_a_running_mode_the_user_names_wins_whatever_the_size():
         args = (f"--direct_running_mode={mode}", "--direct_num_workers=2")
         resolved = resolve_beam_args(args, 10 if mode != "in_memory" else 10**6)
         assert resolved[: len(args)] == args
-        assert _direct(resolved) == (mode, 2)
+        assert direct_mode(resolved) == (mode, 2)
 
 
 def _pickler(args) -> str:
