@@ -6,6 +6,9 @@ which any free worker takes (a module of slow, independent trainings is not one 
 Modules with slow tests are handed out first, end-to-end ones (pipeline runs) first of all, so no
 worker is left with a long one at the end."""
 
+import os
+import tempfile
+
 import pytest
 
 SHARED_STORE_FIXTURE = "two_runs"
@@ -51,4 +54,36 @@ def pytest_xdist_node_collection_finished(node, ids):
             f"pytest-xdist's --dist loadgroup lost the groups of {len(ungrouped)} tests "
             f"(e.g. {ungrouped[0]}) under pytest {pytest.__version__}: see pytest-xdist#1386",
             returncode=pytest.ExitCode.USAGE_ERROR,
+        )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def contained_temp_dir(tmp_path_factory):
+    """Temporary files of the tests, and of the processes they start, go under pytest's base temp
+    (which pytest prunes), not the system's: what a library leaves there (TFX's repackaging, Beam's
+    temp folders) must not fill the disk run after run."""
+    path = tmp_path_factory.mktemp("system-tmp")
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = str(path)
+    yield path
+    if saved[0] is None:
+        os.environ.pop("TMPDIR")
+    else:
+        os.environ["TMPDIR"] = saved[0]
+    tempfile.tempdir = saved[1]
+
+
+@pytest.fixture(autouse=True)
+def no_tfx_repackaging(contained_temp_dir):
+    """TFX repackages its whole installation for remote Beam workers (10-16 s, 49 MB) whenever a
+    Beam executor's args name no worker dependencies; local runs must pass their Beam args through
+    pipeline.beam_options.resolve_beam_args, which does."""
+    yield
+    packages = sorted(contained_temp_dir.glob("*/build/tfx/dist/tfx_ephemeral-*"))
+    for package in packages:
+        package.unlink()
+    if packages:
+        pytest.fail(
+            f"TFX repackaged itself for Beam workers ({packages[0].name}): pass the Beam args "
+            "through pipeline.beam_options.resolve_beam_args"
         )

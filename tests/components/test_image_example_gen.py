@@ -14,10 +14,10 @@ from components.ingest_report_reader import IngestReportRecord
 from data_prep import features
 from data_prep.config import IngestConfig
 from data_prep.sources import input_fingerprint
+from pipeline.beam_options import resolve_beam_args
 from tests.data_prep import image_files
 
 pytestmark = pytest.mark.slow
-BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 # An earlier span's ids, which known classes keep: pear stays 0, the new apple gets the next id.
 REFERENCE_LABEL_MAP = {"pear": 0}
 
@@ -39,7 +39,7 @@ def _run(root, images) -> None:
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
             str(root / "metadata.db")
         ),
-        beam_pipeline_args=BEAM_ARGS,
+        beam_pipeline_args=list(resolve_beam_args((), input_files=31)),
     )
     tfx.orchestration.LocalDagRunner().run(pipeline)
 
