@@ -1,12 +1,14 @@
-"""The trained SavedModel, loaded once per process for EvaluationReportGen and ServingCheck.
+"""The trained SavedModel, loaded once per process for the Evaluator (TFMA, through
+evaluator_module.py), EvaluationReportGen and ServingCheck.
 
-Both load the trained model with TensorFlow alone, and in a local run both run in one process;
-each load of a Keras-made SavedModel rebuilds its hundred-odd functions (profiled: seconds). The
-load is the one the serving check vouches for (tf.saved_model.load, no Keras), and its duration
-is kept for the serving check's report. A Model artifact's files never change, so the path names
-the model; only the last one is kept. TFLiteExport loads the model with Keras instead: freezing
-the restored network for TFLite measured several times slower than freezing the Keras model,
-more than the shared load would save.
+All three load the trained model with TensorFlow alone, and in a local run all three run in one
+process; each load of a Keras-made SavedModel rebuilds its hundred-odd functions (profiled:
+seconds). The load is the one the serving check vouches for (tf.saved_model.load, no Keras), and
+its duration is kept for the serving check's report. A Model artifact's files never change, so
+the path names the model; the last two are kept: the Evaluator scores the candidate and its
+baseline, and the other two then score the candidate. TFLiteExport loads the model with Keras
+instead: freezing the restored network for TFLite measured several times slower than freezing
+the Keras model, more than the shared load would save.
 """
 
 import dataclasses
@@ -22,7 +24,7 @@ class LoadedModel:
     load_seconds: float  # how long that load took
 
 
-@functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=2)  # a candidate and its baseline
 def load(saved_model_dir: str) -> LoadedModel:
     """tf.saved_model.load of `saved_model_dir`, the same object for the same path."""
     start = time.perf_counter()

@@ -24,7 +24,7 @@ from tfx.proto import distribution_validator_pb2, pusher_pb2, trainer_pb2, trans
 from tfx.types import standard_artifacts
 from tfx.types.channel import Channel
 
-from components import trainer_module, transform_module, tuner_module
+from components import evaluator_module, trainer_module, transform_module, tuner_module
 from components.curated_schema_gen import CuratedSchemaGen
 from components.data_gate import DataGate
 from components.evaluation_report import EvaluationReportGen
@@ -203,15 +203,18 @@ def carry_code_fingerprints(
     nodes: list[base_node.BaseNode], code_fingerprint: Callable[[str], str]
 ) -> None:
     """Gives each node whose executor is our code (a Python-function component's generated
-    executor, a custom executor class: ImageExampleGen, CuratedSchemaGen, DataGate, the
-    Evaluator, ServingCheck, TFLiteExport, EvaluationReportGen, ModelCardGen) the fingerprint of
-    that executor's module as an exec property: part of its cache key on every orchestrator
-    (local, Airflow's legacy launcher, Vertex) and recorded on its executions. Nodes with a
-    custom_config (Transform, Tuner, Trainer: TFX's components running our module code) carry
-    the fingerprint of their module there, set where they are built."""
+    executor, a custom executor class: ImageExampleGen, CuratedSchemaGen, DataGate,
+    ServingCheck, TFLiteExport, EvaluationReportGen, ModelCardGen) or that runs our module by
+    its module_path (the Evaluator) the fingerprint of that module as an exec property: part of
+    its cache key on every orchestrator (local, Airflow's legacy launcher, Vertex) and recorded
+    on its executions. Nodes with a custom_config (Transform, Tuner, Trainer: TFX's components
+    running our module code) carry the fingerprint of their module there, set where they are
+    built."""
     for node in nodes:
         spec = getattr(node, "executor_spec", None)
-        module = getattr(getattr(spec, "executor_class", None), "__module__", "")
+        module = node.exec_properties.get("module_path") or getattr(
+            getattr(spec, "executor_class", None), "__module__", ""
+        )
         if module.split(".")[0] in OWN_PACKAGES and "custom_config" not in node.exec_properties:
             node.exec_properties[CODE_FINGERPRINT_KEY] = code_fingerprint(module)
 
@@ -330,6 +333,7 @@ def create_pipeline(
         baseline_model=baseline.outputs[MODEL_KEY],
         example_splits=["eval"],
         eval_config=eval_config(config.min_accuracy),
+        module_path=evaluator_module.__name__,  # TFMA loads the model through the shared cache
     )
     serving_check = ServingCheck(model=trainer.outputs["model"])
     evaluation_report = EvaluationReportGen(

@@ -1,4 +1,5 @@
-"""The post-training scorers' shared load: one object per model path, only the last one kept."""
+"""The post-training scorers' shared load: one object per model path, the last two kept (the
+Evaluator's candidate and baseline)."""
 
 import os
 import shutil
@@ -10,14 +11,18 @@ from components import saved_model_cache
 pytestmark = pytest.mark.slow  # loads an exported SavedModel
 
 
-def test_a_model_is_loaded_once_and_replaced_by_the_next(model_artifact, tmp_path):
-    first_dir = os.path.join(model_artifact.uri, "Format-Serving")
-    second_dir = str(tmp_path / "second")
-    shutil.copytree(first_dir, second_dir)
+def test_a_model_is_loaded_once_and_the_least_recent_of_three_is_dropped(model_artifact, tmp_path):
+    candidate_dir = os.path.join(model_artifact.uri, "Format-Serving")
+    baseline_dir, next_dir = str(tmp_path / "baseline"), str(tmp_path / "next")
+    shutil.copytree(candidate_dir, baseline_dir)
+    shutil.copytree(candidate_dir, next_dir)
 
-    first = saved_model_cache.load(first_dir)
-    assert saved_model_cache.load(first_dir) is first and first.load_seconds > 0
-    second = saved_model_cache.load(second_dir)
+    candidate = saved_model_cache.load(candidate_dir)
+    assert saved_model_cache.load(candidate_dir) is candidate and candidate.load_seconds > 0
+    baseline = saved_model_cache.load(baseline_dir)
+    assert baseline is not candidate
+    assert saved_model_cache.load(candidate_dir) is candidate  # both kept
+    saved_model_cache.load(next_dir)
 
-    assert second is not first
-    assert saved_model_cache.load(first_dir) is not first  # the cache holds the last model only
+    assert saved_model_cache.load(candidate_dir) is candidate  # used last, kept
+    assert saved_model_cache.load(baseline_dir) is not baseline  # the least recent, dropped

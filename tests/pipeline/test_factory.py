@@ -5,7 +5,7 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tfx.components.util import udf_utils
 
-from components import trainer_module, transform_module
+from components import evaluator_module, trainer_module, transform_module
 from components.trainer.config import TuningConfig
 from data_prep import features
 from pipeline.beam_options import resolve_beam_args
@@ -50,6 +50,17 @@ def test_user_code_is_imported_by_name_and_its_edits_change_the_settings(tmp_pat
     for properties, module in ((transform, transform_module), (trainer, trainer_module)):
         custom_config = json.loads(properties["custom_config"])
         assert custom_config["code_fingerprint"] == code_of(module.__name__)
+
+
+def test_the_evaluator_runs_its_module_by_name_and_its_edits_change_the_settings(tmp_path):
+    """TFMA loads the models through evaluator_module; its code fingerprint is an exec property
+    of the Evaluator, which has no custom_config, so an edit re-runs the evaluation."""
+    _, pipeline = _create(tmp_path)
+    evaluator = {c.id: c for c in pipeline.components}["Evaluator"].exec_properties
+    assert evaluator["module_file"] is None
+    found = udf_utils.get_fn(evaluator, "custom_eval_shared_model")
+    assert found is evaluator_module.custom_eval_shared_model
+    assert evaluator["code_fingerprint"] == code_of(evaluator_module.__name__)
 
 
 def test_beam_jobs_get_options_by_input_size(tmp_path):
