@@ -4,6 +4,7 @@ the parser and runs the chosen command; each command lives in the module named a
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
@@ -60,6 +61,21 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_libraries(keeps_a_run_log=args.command in LOGGED_COMMANDS)
     _configure_logging(args.verbose)
     return args.handler(args, beam_args)
+
+
+def run_and_exit() -> None:
+    """The `imgpipe` console script: main(), then the process ends without the interpreter's
+    teardown. Once a run has loaded TensorFlow, Beam and TFX, that teardown (freeing every
+    module's objects, the native libraries' static destructors) kept the process alive 4-5 s
+    after its last line, doing nothing the user needs (measured: a StatisticsGen run in this
+    process exits in 0.2 s instead of 4.5 s). The atexit handlers (logging's final flush among
+    them) and the flush of stdout and stderr still run first. An exception (a usage error's
+    SystemExit, Ctrl-C) leaves the normal way."""
+    code = main()
+    atexit._run_exitfuncs()  # noqa: SLF001 - what the interpreter's own exit would run first
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _quiet_libraries(keeps_a_run_log: bool) -> None:

@@ -1,7 +1,5 @@
 """`python -m pipeline.cli`, the same as the `imgpipe` console script."""
 
-import sys
+from pipeline.cli import run_and_exit
 
-from pipeline.cli import main
-
-sys.exit(main())
+run_and_exit()

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from pipeline import exit_codes
 from pipeline.cli import main
 from pipeline.cli.prep import parse_size
 from tests.data_prep import image_files
@@ -44,6 +45,35 @@ def test_console_script_is_installed_with_help_for_each_subcommand():
         assert result.stderr == ""
         helps[command] = result.stdout
     assert "manifest" in helps["prep"]
+
+
+_ENTRY_POINT = """
+import atexit, sys
+from pipeline.cli import run_and_exit
+atexit.register(lambda: print("atexit handler ran"))
+sys.argv = ["imgpipe", *sys.argv[1:]]
+run_and_exit()
+"""
+
+
+@pytest.mark.parametrize(
+    ("setting", "code"),
+    [("min_accuracy=0.5", exit_codes.OK), ("min_accuracy=7", exit_codes.BAD_INPUT)],
+)
+def test_console_entry_point_exits_with_the_command_status_after_flushing_and_atexit(setting, code):
+    """run_and_exit ends the process without the interpreter's teardown: the command's status
+    is still the exit status, everything printed arrives, and atexit handlers still run."""
+    result = subprocess.run(
+        [sys.executable, "-c", _ENTRY_POINT, "config", "show", "--set", setting],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == code, result.stderr
+    assert result.stdout.endswith("atexit handler ran\n")
+    if code == exit_codes.OK:
+        assert "min_accuracy: 0.5" in result.stdout
+    else:
+        assert result.stderr.startswith("imgpipe config: error: ")
 
 
 def test_bad_setting_fails_before_any_work_naming_the_field(tmp_path, capsys):
