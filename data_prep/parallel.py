@@ -29,15 +29,36 @@ def _pool() -> ThreadPoolExecutor:
 os.register_at_fork(after_in_child=_pool.cache_clear)
 
 
+class OrderedWindow:
+    """Tasks handed in one call at a time (a DoFn's elements, a loop's items) run on the process's
+    threads, at most per_thread per thread in flight; their results come back in the order the
+    tasks were submitted. An exception is raised where its task's result would be."""
+
+    def __init__(self, per_thread: int):
+        self._size = per_thread * _threads()
+        self._pending = collections.deque()
+
+    def submit(self, function: Callable, *args) -> list:
+        """Starts function(*args); returns the results now due (oldest first), waiting for them
+        only while the window is full."""
+        self._pending.append(_pool().submit(function, *args))
+        due = []
+        while len(self._pending) >= self._size:
+            due.append(self._pending.popleft().result())
+        return due
+
+    def drain(self) -> Iterator:
+        """Every result not returned yet, in order."""
+        while self._pending:
+            yield self._pending.popleft().result()
+
+
 def ordered_map(function: Callable, items: Iterable) -> Iterator:
     """function(item) for each item, computed on the process's threads and yielded in the
     items' order; at most two results per thread are in flight, so memory holds a few files,
-    never a whole bundle or shard. An exception is raised where its item's result would be."""
-    pool, window = _pool(), 2 * _threads()
-    pending = collections.deque()
+    never a whole bundle or shard. A function it runs must not call ordered_map itself (it
+    would wait on the pool it occupies)."""
+    window = OrderedWindow(per_thread=2)
     for item in items:
-        pending.append(pool.submit(function, item))
-        if len(pending) >= window:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
+        yield from window.submit(function, item)
+    yield from window.drain()

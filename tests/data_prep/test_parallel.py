@@ -63,3 +63,32 @@ def test_a_forked_child_runs_items_on_threads_of_its_own():
         os._exit(0 if list(parallel.ordered_map(abs, [-2, -3])) == [2, 3] else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_window_returns_results_in_submit_order_once_it_is_full(monkeypatch):
+    monkeypatch.setattr(parallel, "_threads", lambda: 2)
+    monkeypatch.setattr(parallel, "_pool", parallel._pool.__wrapped__)  # a pool of 2 for this test
+    window = parallel.OrderedWindow(per_thread=1)
+    release_first = threading.Event()
+
+    def first():
+        release_first.wait(timeout=5)
+        return "first"
+
+    assert window.submit(first) == []  # one task in flight: nothing is due
+    threading.Timer(0.05, release_first.set).start()
+    # The window is full with two: the oldest result is due, waited for, even though the later
+    # task finished first.
+    assert window.submit(lambda: "second") == ["first"]
+    assert list(window.drain()) == ["second"]
+    assert list(window.drain()) == []
+
+
+def test_a_window_runs_as_many_tasks_at_once_as_it_holds(monkeypatch):
+    monkeypatch.setattr(parallel, "_threads", lambda: 2)
+    monkeypatch.setattr(parallel, "_pool", parallel._pool.__wrapped__)
+    both_started = threading.Barrier(2, timeout=5)
+    window = parallel.OrderedWindow(per_thread=1)
+    due = window.submit(lambda: both_started.wait() is not None)
+    due += window.submit(lambda: both_started.wait() is not None)  # returns: both ran at once
+    assert due + list(window.drain()) == [True, True]
