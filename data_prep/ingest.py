@@ -8,8 +8,8 @@ that re-reads its files, several shards at once on each worker's threads.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-import functools
 import gzip
 import json
 import logging
@@ -29,7 +29,7 @@ from data_prep import progress
 from data_prep.config import IngestConfig
 from data_prep.inspection import inspect_source
 from data_prep.native_stderr import capture_native_stderr
-from data_prep.parallel import OrderedWindow, ordered_map
+from data_prep.parallel import OrderedWindow
 from data_prep.plan import IngestPlan, build_plan
 from data_prep.running_mode import with_running_mode
 from data_prep.shards import write_shard
@@ -85,21 +85,49 @@ def _unpack_batch(packed: bytes) -> _Batch:
 
 
 class _InspectBundle(beam.DoFn):
-    """Inspects a bundle of files and reports its worker process's progress after the first
-    bundle and then every few seconds, so a long ingest is visibly moving without flooding the
-    console."""
+    """Inspects each bundle's files on the worker's threads and outputs the bundle's outcomes once
+    all are in. The threads go on with the next bundle's files meanwhile (one window of files
+    across the elements), so no core waits while Beam codes an output or hands in the next
+    element. Reports its worker process's progress after the first bundle and then every few
+    seconds, so a long ingest is visibly moving without flooding the console."""
 
     def __init__(self, limits, total_files: int):
         self._limits = limits
         self._total = total_files
         self._run = uuid.uuid4().hex  # made once, when the pipeline is built: this ingest run
 
+    def start_bundle(self):
+        self._window = OrderedWindow(per_thread=2)
+        self._open = collections.deque()  # the input bundles not complete yet, oldest first
+
     def process(self, bundle: _Batch):
-        began = time.monotonic()
+        self._open.append(_OpenBundle(len(bundle.items), [], time.monotonic()))
         with capture_native_stderr():  # one redirect per bundle; each file's capture nests in it
-            inspect = functools.partial(inspect_source, limits=self._limits)
-            outcomes = tuple(ordered_map(inspect, bundle.items))
-        due = _INSPECTED.add(self._run, len(outcomes), began)
+            done = [
+                outcome
+                for source in bundle.items
+                for outcome in self._window.submit(inspect_source, source, self._limits)
+            ]
+        yield from self._complete(done)  # outside the capture: Beam's own logs stay visible
+
+    def finish_bundle(self):
+        with capture_native_stderr():
+            done = list(self._window.drain())
+        for output in self._complete(done):
+            yield GlobalWindows.windowed_value(output)
+
+    def _complete(self, outcomes: list):
+        """Outcomes arrive in the order the files were submitted: each fills the oldest bundle."""
+        for outcome in outcomes:
+            oldest = self._open[0]
+            oldest.outcomes.append(outcome)
+            if len(oldest.outcomes) == oldest.size:
+                self._open.popleft()
+                self._report_progress(oldest)
+                yield _Batch(tuple(oldest.outcomes))
+
+    def _report_progress(self, bundle: _OpenBundle) -> None:
+        due = _INSPECTED.add(self._run, bundle.size, bundle.began)
         if due:
             done, seconds = due
             progress.report(
@@ -110,7 +138,13 @@ class _InspectBundle(beam.DoFn):
                 seconds=seconds,
                 worker=os.getpid(),
             )
-        yield _Batch(outcomes)
+
+
+@dataclasses.dataclass
+class _OpenBundle:
+    size: int
+    outcomes: list
+    began: float  # time.monotonic() when its first file was handed to the threads
 
 
 # Files inspected in this process, per run: a progress line per worker process, whatever

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import functools
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 
@@ -30,9 +30,11 @@ os.register_at_fork(after_in_child=_pool.cache_clear)
 
 
 class OrderedWindow:
-    """Tasks handed in one call at a time (a DoFn's elements, a loop's items) run on the process's
-    threads, at most per_thread per thread in flight; their results come back in the order the
-    tasks were submitted. An exception is raised where its task's result would be."""
+    """Tasks handed in one call at a time (a DoFn's files or shards, across its elements) run on
+    the process's threads, at most per_thread per thread in flight, so memory holds a few files,
+    never a whole bundle or shard; their results come back in the order the tasks were
+    submitted. An exception is raised where its task's result would be. A task must not wait on
+    a window itself (it would wait on the pool it occupies)."""
 
     def __init__(self, per_thread: int):
         self._size = per_thread * _threads()
@@ -51,14 +53,3 @@ class OrderedWindow:
         """Every result not returned yet, in order."""
         while self._pending:
             yield self._pending.popleft().result()
-
-
-def ordered_map(function: Callable, items: Iterable) -> Iterator:
-    """function(item) for each item, computed on the process's threads and yielded in the
-    items' order; at most two results per thread are in flight, so memory holds a few files,
-    never a whole bundle or shard. A function it runs must not call ordered_map itself (it
-    would wait on the pool it occupies)."""
-    window = OrderedWindow(per_thread=2)
-    for item in items:
-        yield from window.submit(function, item)
-    yield from window.drain()
