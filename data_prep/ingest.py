@@ -175,10 +175,6 @@ class _PlanOutcomes(beam.CombineFn):
         return beam.coders.PickleCoder()  # one pickle, not one per outcome (see _Batch)
 
 
-def _label_map(plan: IngestPlan) -> dict[str, int]:
-    return plan.label_map
-
-
 def _without_shards(plan: IngestPlan) -> IngestPlan:
     return dataclasses.replace(plan, shards=())
 
@@ -198,8 +194,8 @@ class _WriteShards(beam.DoFn):
     def start_bundle(self):
         self._writing = OrderedWindow(per_thread=1)
 
-    def process(self, spec, label_map: dict[str, int]):
-        label_names = {label_id: name for name, label_id in label_map.items()}
+    def process(self, spec, summary: IngestPlan):
+        label_names = {label_id: name for name, label_id in summary.label_map.items()}
         yield from self._writing.submit(
             write_shard, spec, label_names, self._limits, self._examples_dir
         )
@@ -290,15 +286,14 @@ class IngestImages(beam.PTransform):
                 _PlanOutcomes(self._config, self._reference_label_map)
             ).without_defaults()
         )
-        # Side inputs stay small: the label map, and the plan without its per-file shard lists.
-        label_map = beam.pvalue.AsSingleton(plan | "LabelMap" >> beam.Map(_label_map))
+        # The side input stays small: the plan without its per-file shard lists.
         summary = beam.pvalue.AsSingleton(plan | "Summary" >> beam.Map(_without_shards))
         _ = plan | "SourceIndex" >> beam.Map(write_source_index, self._outputs)
         return (
             plan
             | "Shards" >> beam.FlatMap(_shards_to_write)
             | "SpreadShards" >> beam.Reshuffle()
-            | "WriteShards" >> beam.ParDo(_WriteShards(self._config, self._outputs), label_map)
+            | "WriteShards" >> beam.ParDo(_WriteShards(self._config, self._outputs), summary)
             | "ShardResults" >> beam.combiners.ToList()
             | "Report" >> beam.Map(_finish, summary, self._outputs)
         )

@@ -15,6 +15,7 @@ from PIL import Image
 from data_prep import features
 from data_prep.config import IngestConfig
 from data_prep.ingest import IngestFailed, IngestOutputs, read_source_index, run_ingest
+from data_prep.plan import IngestPlan
 from data_prep.sources import SourceFile
 from tests.data_prep import image_files
 
@@ -284,8 +285,9 @@ def test_shards_are_written_several_at_once(monkeypatch):
 
     monkeypatch.setattr(ingest, "write_shard", write_shard)
     writer = ingest._WriteShards(IngestConfig("in"), IngestOutputs.under("out"))
+    summary = IngestPlan({"cat": 0}, (), {}, None)
     writer.start_bundle()
-    results = [*writer.process("shard-a", {"cat": 0}), *writer.process("shard-b", {"cat": 0})]
+    results = [*writer.process("shard-a", summary), *writer.process("shard-b", summary)]
     results += [value.value for value in writer.finish_bundle()]  # windowed, for Beam
     assert results == [{"path": s, "labels": {0: "cat"}} for s in ("shard-a", "shard-b")]
 
