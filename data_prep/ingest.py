@@ -31,7 +31,7 @@ from data_prep.inspection import inspect_source
 from data_prep.native_stderr import capture_native_stderr
 from data_prep.parallel import OrderedWindow
 from data_prep.plan import IngestPlan, build_plan
-from data_prep.running_mode import with_running_mode
+from data_prep.running_mode import with_local_pickler, with_running_mode
 from data_prep.shards import write_shard
 from data_prep.sources import SourceFile, list_sources
 
@@ -342,8 +342,10 @@ def run_ingest(
     """
     sources = prepare_ingest(config, outputs)
     # The local DirectRunner unless beam_args name a runner (a later flag wins), in the running
-    # mode the input's size calls for unless they name one (data_prep/running_mode.py).
+    # mode the input's size calls for and with cloudpickle, unless they name their own
+    # (data_prep/running_mode.py).
     args = with_running_mode(("--runner=DirectRunner", *(beam_args or ())), len(sources))
+    args = with_local_pickler(args)
     options = PipelineOptions(list(args))
     started = time.monotonic()
     with beam.Pipeline(options=options) as pipeline:

@@ -2,11 +2,11 @@
 tests/pipeline/test_beam_options.py); a mode the user names wins, with its worker count."""
 
 import pytest
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, SetupOptions
 
 from data_prep import ingest, running_mode
 from data_prep.config import IngestConfig
-from data_prep.running_mode import IN_PROCESS_MAX_FILES, with_running_mode
+from data_prep.running_mode import IN_PROCESS_MAX_FILES, with_local_pickler, with_running_mode
 
 
 def direct_mode(args) -> tuple[str, int]:
@@ -26,6 +26,14 @@ def test_a_mode_the_user_names_is_kept_with_its_worker_count():
     assert with_running_mode(named, 10**7) == named
 
 
+def test_cloudpickle_unless_a_pickler_is_named():
+    def pickler(args) -> str:
+        return PipelineOptions(list(args)).view_as(SetupOptions).pickle_library
+
+    assert pickler(with_local_pickler(())) == "cloudpickle"
+    assert pickler(with_local_pickler(("--pickle_library=dill",))) == "dill"
+
+
 class _Built(Exception):
     """Raised instead of running the job: the test only needs its options."""
 
@@ -38,6 +46,7 @@ def test_run_ingest_chooses_the_mode_by_the_number_of_files(tmp_path, monkeypatc
 
     def options(args):
         modes.append(direct_mode(args)[0])
+        assert PipelineOptions(args).view_as(SetupOptions).pickle_library == "cloudpickle"
         raise _Built
 
     monkeypatch.setattr(ingest, "PipelineOptions", options)
