@@ -25,13 +25,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindows
 
-from data_prep import progress
+from data_prep import progress, running_mode
 from data_prep.config import IngestConfig
 from data_prep.inspection import inspect_source
 from data_prep.native_stderr import capture_native_stderr
 from data_prep.parallel import OrderedWindow
 from data_prep.plan import IngestPlan, build_plan
-from data_prep.running_mode import with_local_pickler, with_running_mode
 from data_prep.shards import write_shard
 from data_prep.sources import SourceFile, list_sources
 
@@ -344,8 +343,12 @@ def run_ingest(
     # The local DirectRunner unless beam_args name a runner (a later flag wins), in the running
     # mode the input's size calls for and with cloudpickle, unless they name their own
     # (data_prep/running_mode.py).
-    args = with_running_mode(("--runner=DirectRunner", *(beam_args or ())), len(sources))
-    args = with_local_pickler(args)
+    args = running_mode.with_running_mode(
+        ("--runner=DirectRunner", *(beam_args or ())),
+        len(sources),
+        running_mode.INGEST_IN_PROCESS_MAX_FILES,
+    )
+    args = running_mode.with_local_pickler(args)
     options = PipelineOptions(list(args))
     started = time.monotonic()
     with beam.Pipeline(options=options) as pipeline:

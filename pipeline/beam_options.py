@@ -20,7 +20,7 @@ from __future__ import annotations
 import apache_beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_prep.running_mode import with_local_pickler, with_running_mode
+from data_prep import running_mode
 
 # One of the options TFX reads as "the workers' dependencies are provided"; the DirectRunner
 # ignores it (its workers are this interpreter or its subprocesses).
@@ -43,7 +43,10 @@ def resolve_beam_args(configured: tuple[str, ...], input_files: int) -> tuple[st
     options = PipelineOptions(list(configured)).get_all_options()
     if not _is_direct(options.get("runner")):
         return configured
-    resolved = with_local_pickler(with_running_mode(configured, input_files))
+    resolved = running_mode.with_running_mode(
+        configured, input_files, running_mode.IN_PROCESS_MAX_FILES
+    )
+    resolved = running_mode.with_local_pickler(resolved)
     if not any(options.get(name) for name in _DEPENDENCY_OPTIONS):
         resolved += (LOCAL_WORKERS_NEED_NOTHING,)
     return resolved
