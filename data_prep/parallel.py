@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import functools
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 
@@ -29,15 +29,27 @@ def _pool() -> ThreadPoolExecutor:
 os.register_at_fork(after_in_child=_pool.cache_clear)
 
 
-def ordered_map(function: Callable, items: Iterable) -> Iterator:
-    """function(item) for each item, computed on the process's threads and yielded in the
-    items' order; at most two results per thread are in flight, so memory holds a few files,
-    never a whole bundle or shard. An exception is raised where its item's result would be."""
-    pool, window = _pool(), 2 * _threads()
-    pending = collections.deque()
-    for item in items:
-        pending.append(pool.submit(function, item))
-        if len(pending) >= window:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
+class OrderedWindow:
+    """Tasks handed in one call at a time (a DoFn's files or shards, across its elements) run on
+    the process's threads, at most per_thread per thread in flight, so memory holds a few files,
+    never a whole bundle or shard; their results come back in the order the tasks were
+    submitted. An exception is raised where its task's result would be. A task must not wait on
+    a window itself (it would wait on the pool it occupies)."""
+
+    def __init__(self, per_thread: int):
+        self._size = per_thread * _threads()
+        self._pending = collections.deque()
+
+    def submit(self, function: Callable, *args) -> list:
+        """Starts function(*args); returns the results now due (oldest first), waiting for them
+        only while the window is full."""
+        self._pending.append(_pool().submit(function, *args))
+        due = []
+        while len(self._pending) >= self._size:
+            due.append(self._pending.popleft().result())
+        return due
+
+    def drain(self) -> Iterator:
+        """Every result not returned yet, in order."""
+        while self._pending:
+            yield self._pending.popleft().result()

@@ -1,9 +1,10 @@
 """Second pass: re-reads the planned files of one shard and writes them as a gzip TFRecord file.
 
 Reading again (instead of carrying image bytes through Beam's shuffle) keeps every worker's memory
-bounded by a few images (two per thread), whatever the dataset's size. Files kept as they are
+bounded by a few images (one per thread), whatever the dataset's size. Files kept as they are
 (most photos) are not decoded again: their unchanged hash proves they are the bytes that passed
-validation.
+validation. One thread writes one shard from its first file to its last (the job writes several
+shards at once, see data_prep/ingest.py), so no core waits on another's gzip stream.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from data_prep import features
 from data_prep.image_validation import Accepted, ImageLimits, Reason, validate_image
 from data_prep.inspection import read_source
 from data_prep.native_stderr import capture_native_stderr
-from data_prep.parallel import ordered_map
 from data_prep.plan import PlannedExample, ShardSpec
 from data_prep.tfrecord import GzipTFRecordWriter
 
@@ -31,12 +31,10 @@ def write_shard(
     """Writes one shard; returns its path, split, example count and size in bytes."""
     destination = FileSystems.join(examples_dir, spec.relative_path)
 
-    def record(planned: PlannedExample) -> bytes:
-        return features.serialize_example(_row(planned, label_names[planned.label_id], limits))
-
     with GzipTFRecordWriter(destination) as writer, capture_native_stderr():
-        for serialized in ordered_map(record, spec.examples):  # read on every core, in order
-            writer.write(serialized)
+        for planned in spec.examples:
+            row = _row(planned, label_names[planned.label_id], limits)
+            writer.write(features.serialize_example(row))
     size = FileSystems.match([destination])[0].metadata_list[0].size_in_bytes
     return {
         "path": spec.relative_path,

@@ -41,9 +41,8 @@ class GzipTFRecordWriter:
 
     def write(self, record: bytes) -> None:
         length = struct.pack("<Q", len(record))
-        self._gzip.write(length + _masked_crc(length))
-        self._gzip.write(record)
-        self._gzip.write(_masked_crc(record))
+        # One write per record: each GzipFile.write is a deflate call and a file write.
+        self._gzip.write(b"".join((length, _masked_crc(length), record, _masked_crc(record))))
 
     def __enter__(self) -> GzipTFRecordWriter:
         return self

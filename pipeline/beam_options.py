@@ -20,16 +20,13 @@ from __future__ import annotations
 import apache_beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_prep.running_mode import with_running_mode
+from data_prep import running_mode
 
 # One of the options TFX reads as "the workers' dependencies are provided"; the DirectRunner
 # ignores it (its workers are this interpreter or its subprocesses).
 LOCAL_WORKERS_NEED_NOTHING = (
     f"--sdk_container_image=apache/beam_python3.10_sdk:{apache_beam.__version__}"
 )
-# Beam's own alternative to dill (SetupOptions.pickle_library); the DirectRunner's worker
-# processes read it from the same options.
-LOCAL_PICKLER = "--pickle_library=cloudpickle"
 _DEPENDENCY_OPTIONS = (
     "extra_packages",
     "setup_file",
@@ -46,16 +43,13 @@ def resolve_beam_args(configured: tuple[str, ...], input_files: int) -> tuple[st
     options = PipelineOptions(list(configured)).get_all_options()
     if not _is_direct(options.get("runner")):
         return configured
-    resolved = with_running_mode(configured, input_files)
-    if not any(_flag_name(arg) == "--pickle_library" for arg in configured):
-        resolved += (LOCAL_PICKLER,)
+    resolved = running_mode.with_running_mode(
+        configured, input_files, running_mode.IN_PROCESS_MAX_FILES
+    )
+    resolved = running_mode.with_local_pickler(resolved)
     if not any(options.get(name) for name in _DEPENDENCY_OPTIONS):
         resolved += (LOCAL_WORKERS_NEED_NOTHING,)
     return resolved
-
-
-def _flag_name(arg: str) -> str:
-    return arg.split("=", 1)[0]
 
 
 def _is_direct(runner: str | None) -> bool:

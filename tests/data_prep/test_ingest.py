@@ -3,7 +3,9 @@
 import gzip
 import hashlib
 import json
+import pickle
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -13,6 +15,8 @@ from PIL import Image
 from data_prep import features
 from data_prep.config import IngestConfig
 from data_prep.ingest import IngestFailed, IngestOutputs, read_source_index, run_ingest
+from data_prep.plan import IngestPlan
+from data_prep.sources import SourceFile
 from tests.data_prep import image_files
 
 pytestmark = pytest.mark.slow
@@ -265,3 +269,35 @@ def test_manifest_input(messy_tree, tmp_path):
     shutil.rmtree(tmp_path / "out", ignore_errors=True)
     report = _ingest(tmp_path / "m.csv", tmp_path / "out")
     assert report["accepted_per_split"] == {"eval": 3, "train": 5}
+
+
+def test_shards_are_written_several_at_once(monkeypatch):
+    """Each shard on a thread of its own: two shards only finish if both are written at once."""
+    from data_prep import ingest, parallel
+
+    monkeypatch.setattr(parallel, "_threads", lambda: 2)
+    monkeypatch.setattr(parallel, "_pool", parallel._pool.__wrapped__)  # a pool of 2 for this test
+    both_writing = threading.Barrier(2, timeout=5)
+
+    def write_shard(spec, label_names, limits, examples_dir):
+        both_writing.wait()
+        return {"path": spec, "labels": label_names}
+
+    monkeypatch.setattr(ingest, "write_shard", write_shard)
+    writer = ingest._WriteShards(IngestConfig("in"), IngestOutputs.under("out"))
+    summary = IngestPlan({"cat": 0}, (), {}, None)
+    writer.start_bundle()
+    results = [*writer.process("shard-a", summary), *writer.process("shard-b", summary)]
+    results += [value.value for value in writer.finish_bundle()]  # windowed, for Beam
+    assert results == [{"path": s, "labels": {0: "cat"}} for s in ("shard-a", "shard-b")]
+
+
+def test_a_batch_pickles_deflated_and_back():
+    from data_prep.ingest import _Batch
+
+    sources = tuple(
+        SourceFile(f"cat/{i:06d}.jpg", f"/data/photos/cat/{i:06d}.jpg", "cat") for i in range(500)
+    )
+    pickled = pickle.dumps(_Batch(sources))
+    assert pickle.loads(pickled) == _Batch(sources)
+    assert len(pickled) < len(pickle.dumps(sources)) / 4  # repeated paths deflate well

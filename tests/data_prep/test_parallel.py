@@ -1,4 +1,4 @@
-"""ordered_map: results in the items' order, a bounded window in flight, errors where they occur."""
+"""OrderedWindow: results in submit order, a bounded window in flight, errors where they occur."""
 
 import os
 import signal
@@ -10,27 +10,39 @@ import pytest
 from data_prep import parallel
 
 
-def test_results_keep_the_items_order_whichever_finishes_first():
+def _map(function, items, per_thread=2):
+    """Every item through one window, as the ingest's DoFns use it across their elements."""
+    window = parallel.OrderedWindow(per_thread)
+    for item in items:
+        yield from window.submit(function, item)
+    yield from window.drain()
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    monkeypatch.setattr(parallel, "_threads", lambda: 2)
+    monkeypatch.setattr(parallel, "_pool", parallel._pool.__wrapped__)  # a pool of 2 for a test
+
+
+def test_results_keep_the_submit_order_whichever_finishes_first():
     def slow_first(item):
         time.sleep(0.02 if item == 0 else 0.0)
         return item * 10
 
-    assert list(parallel.ordered_map(slow_first, range(12))) == [i * 10 for i in range(12)]
+    assert list(_map(slow_first, range(12))) == [i * 10 for i in range(12)]
 
 
-def test_runs_items_on_several_threads(monkeypatch):
-    monkeypatch.setattr(parallel, "_threads", lambda: 2)
-    monkeypatch.setattr(parallel, "_pool", parallel._pool.__wrapped__)  # a pool of 2 for this test
+def test_runs_tasks_on_several_threads(two_threads):
     both_started = threading.Barrier(2, timeout=5)
 
     def meet(item):
         both_started.wait()  # only returns when two items run at the same time
         return item
 
-    assert list(parallel.ordered_map(meet, range(4))) == [0, 1, 2, 3]
+    assert list(_map(meet, range(4), per_thread=1)) == [0, 1, 2, 3]
 
 
-def test_reads_ahead_at_most_two_items_per_thread():
+def test_holds_at_most_per_thread_tasks_per_thread_in_flight():
     pulled = []
 
     def items():
@@ -38,28 +50,44 @@ def test_reads_ahead_at_most_two_items_per_thread():
             pulled.append(i)
             yield i
 
-    results = parallel.ordered_map(lambda item: item, items())
+    results = _map(lambda item: item, items())
     assert next(results) == 0
     assert len(pulled) <= 2 * parallel._threads()
 
 
-def test_an_error_is_raised_at_its_item():
+def test_a_result_is_due_only_once_the_window_is_full(two_threads):
+    window = parallel.OrderedWindow(per_thread=1)
+    release_first = threading.Event()
+
+    def first():
+        release_first.wait(timeout=5)
+        return "first"
+
+    assert window.submit(first) == []  # one task in flight of two: nothing is due
+    threading.Timer(0.05, release_first.set).start()
+    # Full: the oldest result is due, waited for, though the later task finished first.
+    assert window.submit(lambda: "second") == ["first"]
+    assert list(window.drain()) == ["second"]
+    assert list(window.drain()) == []
+
+
+def test_an_error_is_raised_at_its_task():
     def fail_on_three(item):
         if item == 3:
             raise ValueError("three")
         return item
 
-    results = parallel.ordered_map(fail_on_three, range(6))
+    results = _map(fail_on_three, range(6))
     assert [next(results) for _ in range(3)] == [0, 1, 2]
     with pytest.raises(ValueError, match="three"):
         next(results)
 
 
-def test_a_forked_child_runs_items_on_threads_of_its_own():
-    assert list(parallel.ordered_map(abs, [-1])) == [1]  # the parent's pool exists
+def test_a_forked_child_runs_tasks_on_threads_of_its_own():
+    assert list(_map(abs, [-1])) == [1]  # the parent's pool exists
     pid = os.fork()
-    if pid == 0:  # the child: exit status 0 only if its items ran; killed if they hang
+    if pid == 0:  # the child: exit status 0 only if its tasks ran; killed if they hang
         signal.alarm(10)
-        os._exit(0 if list(parallel.ordered_map(abs, [-2, -3])) == [2, 3] else 1)
+        os._exit(0 if list(_map(abs, [-2, -3])) == [2, 3] else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0

@@ -1,12 +1,13 @@
-"""The DirectRunner's running mode by input size: one rule, used by run_ingest (and the pipeline,
-tests/pipeline/test_beam_options.py); a mode the user names wins, with its worker count."""
+"""The DirectRunner's running mode by input size: one rule, with the ingest's threshold for
+run_ingest and the pipeline's for its Beam jobs (tests/pipeline/test_beam_options.py); a mode the
+user names wins, with its worker count."""
 
 import pytest
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, SetupOptions
 
 from data_prep import ingest, running_mode
 from data_prep.config import IngestConfig
-from data_prep.running_mode import IN_PROCESS_MAX_FILES, with_running_mode
+from data_prep.running_mode import with_local_pickler, with_running_mode
 
 
 def direct_mode(args) -> tuple[str, int]:
@@ -16,14 +17,22 @@ def direct_mode(args) -> tuple[str, int]:
 
 
 def test_in_process_up_to_the_threshold_one_worker_per_core_above():
-    assert direct_mode(with_running_mode((), IN_PROCESS_MAX_FILES)) == ("in_memory", 1)
-    assert direct_mode(with_running_mode((), IN_PROCESS_MAX_FILES + 1)) == ("multi_processing", 0)
+    assert direct_mode(with_running_mode((), 100, 100)) == ("in_memory", 1)
+    assert direct_mode(with_running_mode((), 101, 100)) == ("multi_processing", 0)
 
 
 def test_a_mode_the_user_names_is_kept_with_its_worker_count():
     named = ("--direct_running_mode=multi_processing", "--direct_num_workers=3")
-    assert with_running_mode(named, 1) == named
-    assert with_running_mode(named, 10**7) == named
+    assert with_running_mode(named, 1, 100) == named
+    assert with_running_mode(named, 10**7, 100) == named
+
+
+def test_cloudpickle_unless_a_pickler_is_named():
+    def pickler(args) -> str:
+        return PipelineOptions(list(args)).view_as(SetupOptions).pickle_library
+
+    assert pickler(with_local_pickler(())) == "cloudpickle"
+    assert pickler(with_local_pickler(("--pickle_library=dill",))) == "dill"
 
 
 class _Built(Exception):
@@ -38,13 +47,14 @@ def test_run_ingest_chooses_the_mode_by_the_number_of_files(tmp_path, monkeypatc
 
     def options(args):
         modes.append(direct_mode(args)[0])
+        assert PipelineOptions(args).view_as(SetupOptions).pickle_library == "cloudpickle"
         raise _Built
 
     monkeypatch.setattr(ingest, "PipelineOptions", options)
     config = IngestConfig(str(tmp_path / "in"))
     outputs = ingest.IngestOutputs.under(str(tmp_path / "out"))
     for threshold, beam_args in ((3, None), (2, None), (2, ["--direct_running_mode=in_memory"])):
-        monkeypatch.setattr(running_mode, "IN_PROCESS_MAX_FILES", threshold)
+        monkeypatch.setattr(running_mode, "INGEST_IN_PROCESS_MAX_FILES", threshold)
         with pytest.raises(_Built):
             ingest.run_ingest(config, outputs, beam_args)
     assert modes == ["in_memory", "multi_processing", "in_memory"]

@@ -1,0 +1,48 @@
+"""The write pass: what it writes is what inspection validated, or nothing."""
+
+import hashlib
+
+import pytest
+import tensorflow as tf
+
+from data_prep import features
+from data_prep.image_validation import ImageLimits
+from data_prep.plan import PlannedExample, ShardSpec
+from data_prep.shards import IngestError, write_shard
+from data_prep.sources import SourceFile
+from tests.data_prep import image_files
+
+
+def _planned(tmp_path, name: str, data: bytes) -> PlannedExample:
+    path = tmp_path / "images" / "cat" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    source = SourceFile(f"cat/{name}", str(path), "cat")
+    sha256 = hashlib.sha256(data).hexdigest()
+    return PlannedExample(source, sha256, 0, "jpeg", 24, 32, keeps_original_bytes=True)
+
+
+def _spec(*examples: PlannedExample) -> ShardSpec:
+    return ShardSpec("train", 0, 1, examples)
+
+
+def test_writes_every_planned_file_in_order(tmp_path):
+    planned = [_planned(tmp_path, f"{i}.jpg", image_files.jpeg(seed=i)) for i in range(3)]
+    result = write_shard(_spec(*planned), {0: "cat"}, ImageLimits(), str(tmp_path / "out"))
+    shard = tmp_path / "out" / result["path"]
+    records = tf.data.TFRecordDataset([str(shard)], compression_type="GZIP")
+    paths = [
+        tf.io.parse_single_example(r, features.feature_spec())[features.SOURCE_PATH].numpy()
+        for r in records
+    ]
+    assert paths == [b"cat/0.jpg", b"cat/1.jpg", b"cat/2.jpg"]
+    assert (result["examples"], result["bytes"]) == (3, shard.stat().st_size)
+
+
+def test_a_file_changed_since_inspection_stops_the_shard_and_leaves_no_file(tmp_path):
+    planned = [_planned(tmp_path, f"{i}.jpg", image_files.jpeg(seed=i)) for i in range(3)]
+    # Changed after inspection hashed it: the new bytes were never validated.
+    (tmp_path / "images" / "cat" / "1.jpg").write_bytes(image_files.jpeg(seed=99))
+    with pytest.raises(IngestError, match="changed_during_ingest: .*1.jpg"):
+        write_shard(_spec(*planned), {0: "cat"}, ImageLimits(), str(tmp_path / "out"))
+    assert not [path for path in (tmp_path / "out").rglob("*") if path.is_file()]
