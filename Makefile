@@ -71,8 +71,11 @@ lint: $(STAMP)
 run-local: $(STAMP)
 	$(BIN)/imgpipe run --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") $(foreach s,$(SET),--set $(s))
 
+# The benchmarks' console shows their results: TensorFlow's C++ start-up lines and the Google
+# client libraries' Python-version notices stay out, as in `imgpipe`'s own commands.
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.run --output $(BUILD)/bench $(if $(strip $(PARTS)),--parts $(PARTS))
+	TF_CPP_MIN_LOG_LEVEL=$${TF_CPP_MIN_LOG_LEVEL:-3} PYTHONWARNINGS=$${PYTHONWARNINGS:-ignore::FutureWarning} \
+		$(BIN)/python -m benchmarks.run --output $(BUILD)/bench $(if $(strip $(PARTS)),--parts $(PARTS))
 
 # On a CUDA machine only; `python -m benchmarks.gpu_bench --smoke` runs the same script on a CPU.
 bench-gpu: $(STAMP)

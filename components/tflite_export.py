@@ -33,6 +33,7 @@ from components.evaluation_report import EvalScores, EvaluationReport, read_scor
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.preprocessing import CHANNELS, Normalization, decode_and_resize, normalize
 from components.trainer.serving_assets import read_normalization
+from data_prep.cores import usable_cores
 
 FILES = {"float32": "model_float32.tflite", "float16": "model_float16.tflite"}
 REPORT_FILE = "tflite_report.json"
@@ -99,7 +100,10 @@ def convert_all(function, model: keras.Model) -> tuple[dict[str, bytes], dict[st
 
 
 def tflite_probabilities(flatbuffer: bytes, pixels: np.ndarray) -> np.ndarray:
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+    """The TFLite model's probabilities for `pixels`, on every usable core: the interpreter's
+    default is one thread (scoring 1,600 eval images per model: 2.2-2.6 s, 1.3-1.5 s on two
+    threads, the same probabilities)."""
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=usable_cores())
     [input_detail] = interpreter.get_input_details()
     interpreter.resize_tensor_input(input_detail["index"], pixels.shape)
     interpreter.allocate_tensors()

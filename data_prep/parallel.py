@@ -15,14 +15,12 @@ import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-
-def _threads() -> int:
-    return len(os.sched_getaffinity(0))  # the cores this process may run on
+from data_prep.cores import usable_cores
 
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(_threads(), thread_name_prefix="ingest")
+    return ThreadPoolExecutor(usable_cores(), thread_name_prefix="ingest")
 
 
 # A forked child has the pool object but none of its threads: it makes its own.
@@ -37,7 +35,7 @@ class OrderedWindow:
     a window itself (it would wait on the pool it occupies)."""
 
     def __init__(self, per_thread: int):
-        self._size = per_thread * _threads()
+        self._size = per_thread * usable_cores()
         self._pending = collections.deque()
 
     def submit(self, function: Callable, *args) -> list:

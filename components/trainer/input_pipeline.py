@@ -34,8 +34,8 @@ from components.trainer.preprocessing import (
     augment_encoded,
     preprocess_image,
 )
-from components.trainer.runtime import usable_cores
 from data_prep import features
+from data_prep.cores import usable_cores
 
 LOGGER = logging.getLogger(__name__)
 MAX_PARALLEL_READS = 16  # shards read at once; more only adds open files and buffers

@@ -22,14 +22,6 @@ NATIVE_BFLOAT16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 CPUINFO_PATH = "/proc/cpuinfo"
 
 
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity where the OS has one, as Linux does; all
-    of the machine's elsewhere, e.g. on macOS)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def configure_runtime(config: TrainerConfig) -> None:
     """Thread pool sizes and GPU memory growth; each applied only while TF has not started, since
     TensorFlow refuses to change them afterwards (a process that trained once keeps its pools)."""

@@ -275,7 +275,7 @@ def test_shards_are_written_several_at_once(monkeypatch):
     """Each shard on a thread of its own: two shards only finish if both are written at once."""
     from data_prep import ingest, parallel
 
-    monkeypatch.setattr(parallel, "_threads", lambda: 2)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
     monkeypatch.setattr(parallel, "_pool", parallel._pool.__wrapped__)  # a pool of 2 for this test
     both_writing = threading.Barrier(2, timeout=5)
 

@@ -20,7 +20,7 @@ def _map(function, items, per_thread=2):
 
 @pytest.fixture
 def two_threads(monkeypatch):
-    monkeypatch.setattr(parallel, "_threads", lambda: 2)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
     monkeypatch.setattr(parallel, "_pool", parallel._pool.__wrapped__)  # a pool of 2 for a test
 
 
@@ -52,7 +52,7 @@ def test_holds_at_most_per_thread_tasks_per_thread_in_flight():
 
     results = _map(lambda item: item, items())
     assert next(results) == 0
-    assert len(pulled) <= 2 * parallel._threads()
+    assert len(pulled) <= 2 * parallel.usable_cores()
 
 
 def test_a_result_is_due_only_once_the_window_is_full(two_threads):
