@@ -6,7 +6,6 @@ which any free worker takes (a module of slow, independent trainings is not one 
 Modules with slow tests are handed out first, end-to-end ones (pipeline runs) first of all, so no
 worker is left with a long one at the end."""
 
-import os
 import tempfile
 
 import pytest
@@ -63,14 +62,10 @@ def contained_temp_dir(tmp_path_factory):
     (which pytest prunes), not the system's: what a library leaves there (TFX's repackaging, Beam's
     temp folders) must not fill the disk run after run."""
     path = tmp_path_factory.mktemp("system-tmp")
-    saved = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"] = tempfile.tempdir = str(path)
-    yield path
-    if saved[0] is None:
-        os.environ.pop("TMPDIR")
-    else:
-        os.environ["TMPDIR"] = saved[0]
-    tempfile.tempdir = saved[1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(path))
+        patch.setattr(tempfile, "tempdir", str(path))
+        yield path
 
 
 @pytest.fixture(autouse=True)
