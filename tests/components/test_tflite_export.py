@@ -6,6 +6,7 @@ scores of other images."""
 import dataclasses
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ from tensorflow.lite.python.convert_phase import ConverterError
 
 from components import evaluation_report, tflite_export
 from components.eval_split import split_files
+from components.trainer import model as trainer_model
+from components.trainer.config import runlocal
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.preprocessing import normalize
 from tests.components.conftest import EVAL_EXAMPLES, NORMALIZATION
@@ -25,7 +28,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def converted(model_artifact):
     saved_model_dir = os.path.join(model_artifact.uri, "Format-Serving")
-    model = keras.models.load_model(saved_model_dir, compile=False)
+    model = tflite_export.rebuild_keras_model(saved_model_dir)
     size = int(model.input_shape[1])
     function = tflite_export.pixels_function(model, size, NORMALIZATION)
     flatbuffers = {
@@ -46,6 +49,35 @@ def test_tflite_models_answer_as_the_keras_model(converted):
     assert np.abs(float32 - expected).max() <= 1e-5
     assert np.abs(float16 - expected).max() <= 1e-2
     assert len(flatbuffers["float16"]) < 0.6 * len(flatbuffers["float32"])  # weights halved
+
+
+def test_the_rebuilt_keras_model_is_the_exported_one(tmp_path):
+    config = dataclasses.replace(runlocal(), backbone_preprocessing=True)  # a custom layer too
+    exported = trainer_model.build_model(config, 3, NORMALIZATION)
+    exported.save(tmp_path / "model", save_format="tf")
+    images = np.random.default_rng(1).normal(size=(4, *exported.input_shape[1:]))
+
+    rebuilt = tflite_export.rebuild_keras_model(str(tmp_path / "model"))
+    loaded = keras.models.load_model(tmp_path / "model", compile=False)
+
+    assert any(isinstance(layer, trainer_model.BackboneInput) for layer in rebuilt.layers)
+    assert [w.name for w in rebuilt.weights] == [w.name for w in loaded.weights]
+    for mine, theirs in zip(rebuilt.weights, loaded.weights, strict=True):
+        assert np.array_equal(mine.numpy(), theirs.numpy())
+    assert np.array_equal(rebuilt(images, training=False), loaded(images, training=False))
+
+
+def test_rebuilding_refuses_variables_that_miss_part_of_the_architecture(tmp_path):
+    inputs = keras.Input((4,))
+    smaller = keras.Model(inputs, keras.layers.Dense(3)(inputs))
+    larger = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Dense(3)(inputs)))
+    smaller.save(tmp_path / "smaller", save_format="tf")
+    larger.save(tmp_path / "larger", save_format="tf")
+    shutil.rmtree(tmp_path / "larger" / "variables")
+    shutil.copytree(tmp_path / "smaller" / "variables", tmp_path / "larger" / "variables")
+
+    with pytest.raises(AssertionError):
+        tflite_export.rebuild_keras_model(str(tmp_path / "larger"))
 
 
 def test_unconvertible_ops_of_the_bytes_signature_are_the_ones_the_report_names(converted):
