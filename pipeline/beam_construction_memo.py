@@ -60,7 +60,7 @@ def _memoized_args_defaults(original):
         function, bound = found
         identity = _identity(function)
         entry = kept.get(function, {}).get(bound)
-        if entry is None or any(a is not b for a, b in zip(entry[0], identity)):
+        if entry is None or any(a is not b for a, b in zip(entry[0], identity, strict=True)):
             entry = (identity, original(f))
             kept.setdefault(function, {})[bound] = entry
         args, defaults = entry[1]
