@@ -78,6 +78,23 @@ def test_a_function_is_inspected_once_while_its_signature_holds(inspections):
     assert len(inspections) == 4  # restored: every call inspects again
 
 
+def test_a_dofns_state_specs_are_found_once_per_dofn(monkeypatch):
+    walks = []
+    original = userstate.get_dofn_specs
+    monkeypatch.setattr(
+        userstate, "get_dofn_specs", lambda dofn: walks.append(dofn) or original(dofn)
+    )
+    dofn, other = _CountPerKey(), _CountPerKey()
+    with beam_construction_memo.memoized():
+        state_specs, timer_specs = userstate.get_dofn_specs(dofn)
+        state_specs.clear()  # a caller's change stays its own
+        assert userstate.is_stateful_dofn(dofn)
+        assert userstate.get_dofn_specs(dofn) == ({_CountPerKey.COUNT}, set())
+        assert walks == [dofn]
+        assert userstate.is_stateful_dofn(other) and walks == [dofn, other]
+    assert userstate.is_stateful_dofn(dofn) and walks == [dofn, other, dofn]
+
+
 def test_a_stateful_job_runs_alike_with_a_fraction_of_the_inspections(inspections):
     _run_stateful_job()
     plain = len(inspections)
