@@ -81,7 +81,10 @@ def _memoized_view_as(original):
     views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def view_as(self, cls):
-        per_class = views.setdefault(self, {})
+        try:
+            per_class = views.setdefault(self, {})
+        except TypeError:  # options that cannot be a dict key (a subclass defining __eq__)
+            return original(self, cls)
         view = per_class.get(cls)
         if view is None or view._all_options is not self._all_options:  # noqa: SLF001
             view = per_class[cls] = original(self, cls)
@@ -110,7 +113,7 @@ def _memoized_dofn_specs(original):
 
 @contextlib.contextmanager
 def memoized() -> Iterator[None]:
-    """Beam's view_as and DoFn inspection memoized in this process until exit."""
+    """Beam's view_as and DoFn inspection memoized in this process until the block exits."""
     options_class = pipeline_options.PipelineOptions
     saved_view_as = options_class.__dict__["view_as"]
     saved_args_defaults = core.get_function_args_defaults
