@@ -11,6 +11,7 @@ are coarse (a bundle of files, a whole shard) so that a task's pickling is noise
 
 from __future__ import annotations
 
+import atexit
 import collections
 import functools
 import multiprocessing
@@ -29,20 +30,26 @@ _PARENT_CHECK_S = 0.5
 
 @functools.cache
 def _pool() -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         usable_cores(),
         mp_context=multiprocessing.get_context("fork"),
         initializer=_start_child,
         initargs=(os.getpid(),),
     )
+    # Stopped by the atexit handlers, which `imgpipe` runs before it ends without the
+    # interpreter's teardown: the pool's own exit hook runs only in that teardown, and
+    # multiprocessing's atexit handler waits for every child, so it would wait forever. Registered
+    # after multiprocessing's, so it runs before it.
+    atexit.register(pool.shutdown)
+    return pool
 
 
 def _start_child(parent: int) -> None:
     """A child leaves interrupts to its parent (Ctrl-C reaches the whole process group; the
     parent's Python handlers were copied by the fork), and ends once its parent is gone: a
-    parent that ends without the interpreter's teardown (`imgpipe`'s console script) or is
-    killed never tells its pool to stop, and the pool's queues never close for the child, whose
-    siblings hold their ends too."""
+    parent that is killed, or ends with os._exit before its atexit handlers, never tells its
+    pool to stop, and the pool's queues never close for the child, whose siblings hold their
+    ends too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_end_with, args=(parent,), daemon=True).start()

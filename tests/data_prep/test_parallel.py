@@ -3,6 +3,8 @@ the work in forked children, and a pool broken by a dead child replaced."""
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -137,3 +139,19 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_process_that_runs_its_atexit_handlers_then_os_exit_ends():
+    """As `imgpipe` ends (pipeline/cli/__init__.py run_and_exit): multiprocessing's atexit
+    handler waits for every child, so the pool must be stopped before it."""
+    script = (
+        "import atexit, os\n"
+        "from data_prep import parallel\n"
+        "window = parallel.OrderedWindow(per_worker=1)\n"
+        "window.submit(abs, -1)\n"
+        "assert list(window.drain()) == [1]\n"
+        "atexit._run_exitfuncs()\n"
+        "os._exit(0)\n"
+    )
+    finished = subprocess.run([sys.executable, "-c", script], timeout=60, check=False)
+    assert finished.returncode == 0
