@@ -3,7 +3,7 @@
 Two passes keep it fast and memory-flat on any runner: bundles of files are inspected in
 parallel (one Beam element per bundle, so Beam's per-element cost is paid per bundle, not per
 image); one small plan decides dedupe, splits and shards; then each shard is written by one worker
-that re-reads its files, several shards at once on each worker's threads.
+that re-reads its files, several shards at once on each worker's pool of processes.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from data_prep import progress, running_mode
 from data_prep.config import IngestConfig
-from data_prep.inspection import inspect_source
-from data_prep.native_stderr import capture_native_stderr
+from data_prep.inspection import inspect_sources
 from data_prep.parallel import OrderedWindow
 from data_prep.plan import IngestPlan, build_plan
 from data_prep.shards import write_shard
@@ -84,11 +83,11 @@ def _unpack_batch(packed: bytes) -> _Batch:
 
 
 class _InspectBundle(beam.DoFn):
-    """Inspects each bundle's files on the worker's threads and outputs the bundle's outcomes once
-    all are in. The threads go on with the next bundle's files meanwhile (one window of files
-    across the elements), so no core waits while Beam codes an output or hands in the next
-    element. Reports its worker process's progress after the first bundle and then every few
-    seconds, so a long ingest is visibly moving without flooding the console."""
+    """Inspects each bundle on the worker's pool of processes (data_prep/parallel.py) and
+    outputs its outcomes. The pool goes on with the next bundles meanwhile (one window across
+    the elements), so no core waits while Beam codes an output or hands in the next element.
+    Reports its worker's progress after the first bundle and then every few seconds, so a long
+    ingest is visibly moving without flooding the console."""
 
     def __init__(self, limits, total_files: int):
         self._limits = limits
@@ -96,37 +95,21 @@ class _InspectBundle(beam.DoFn):
         self._run = uuid.uuid4().hex  # made once, when the pipeline is built: this ingest run
 
     def start_bundle(self):
-        self._window = OrderedWindow(per_thread=2)
-        self._open = collections.deque()  # the input bundles not complete yet, oldest first
+        self._window = OrderedWindow(per_worker=2)
+        self._began = collections.deque()  # time.monotonic() each bundle in flight was handed in
 
     def process(self, bundle: _Batch):
-        self._open.append(_OpenBundle(len(bundle.items), [], time.monotonic()))
-        with capture_native_stderr():  # one redirect per bundle; each file's capture nests in it
-            done = [
-                outcome
-                for source in bundle.items
-                for outcome in self._window.submit(inspect_source, source, self._limits)
-            ]
-        yield from self._complete(done)  # outside the capture: Beam's own logs stay visible
+        self._began.append(time.monotonic())
+        for outcomes in self._window.submit(inspect_sources, bundle.items, self._limits):
+            yield self._complete(outcomes)
 
     def finish_bundle(self):
-        with capture_native_stderr():
-            done = list(self._window.drain())
-        for output in self._complete(done):
-            yield GlobalWindows.windowed_value(output)
+        for outcomes in self._window.drain():
+            yield GlobalWindows.windowed_value(self._complete(outcomes))
 
-    def _complete(self, outcomes: list):
-        """Outcomes arrive in the order the files were submitted: each fills the oldest bundle."""
-        for outcome in outcomes:
-            oldest = self._open[0]
-            oldest.outcomes.append(outcome)
-            if len(oldest.outcomes) == oldest.size:
-                self._open.popleft()
-                self._report_progress(oldest)
-                yield _Batch(tuple(oldest.outcomes))
-
-    def _report_progress(self, bundle: _OpenBundle) -> None:
-        due = _INSPECTED.add(self._run, bundle.size, bundle.began)
+    def _complete(self, outcomes: tuple) -> _Batch:
+        """Outcomes arrive in the order the bundles were submitted."""
+        due = _INSPECTED.add(self._run, len(outcomes), self._began.popleft())
         if due:
             done, seconds = due
             progress.report(
@@ -137,13 +120,7 @@ class _InspectBundle(beam.DoFn):
                 seconds=seconds,
                 worker=os.getpid(),
             )
-
-
-@dataclasses.dataclass
-class _OpenBundle:
-    size: int
-    outcomes: list
-    began: float  # time.monotonic() when its first file was handed to the threads
+        return _Batch(outcomes)
 
 
 # Files inspected in this process, per run: a progress line per worker process, whatever
@@ -183,15 +160,14 @@ def _shards_to_write(plan: IngestPlan):
 
 
 class _WriteShards(beam.DoFn):
-    """Writes each shard on one of the worker's threads, one shard per thread at a time, and
-    outputs its result (write_shard's) once written: every core writes a shard of its own, where
-    the threads of one shard's files all waited on its one gzip stream."""
+    """Writes each shard in one of the worker's pool processes, one shard per process at a time,
+    and outputs its result (write_shard's) once written: every core writes a shard of its own."""
 
     def __init__(self, config: IngestConfig, outputs: IngestOutputs):
         self._limits, self._examples_dir = config.limits, outputs.examples_dir
 
     def start_bundle(self):
-        self._writing = OrderedWindow(per_thread=1)
+        self._writing = OrderedWindow(per_worker=1)
 
     def process(self, spec, summary: IngestPlan):
         label_names = {label_id: name for name, label_id in summary.label_map.items()}
@@ -340,14 +316,9 @@ def run_ingest(
     Raises IngestFailed (after writing the report) when the data cannot make a usable dataset.
     """
     sources = prepare_ingest(config, outputs)
-    # The local DirectRunner unless beam_args name a runner (a later flag wins), in the running
-    # mode the input's size calls for and with cloudpickle, unless they name their own
-    # (data_prep/running_mode.py).
-    args = running_mode.with_running_mode(
-        ("--runner=DirectRunner", *(beam_args or ())),
-        len(sources),
-        running_mode.INGEST_IN_PROCESS_MAX_FILES,
-    )
+    # The local DirectRunner unless beam_args name a runner (a later flag wins), in process and
+    # with cloudpickle, unless they name their own (data_prep/running_mode.py).
+    args = running_mode.ingest_running_mode(("--runner=DirectRunner", *(beam_args or ())))
     args = running_mode.with_local_pickler(args)
     options = PipelineOptions(list(args))
     started = time.monotonic()

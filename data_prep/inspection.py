@@ -19,6 +19,7 @@ from data_prep.image_validation import (
     identify_format,
     validate_image,
 )
+from data_prep.native_stderr import capture_native_stderr
 from data_prep.sources import SourceFile
 
 ACCEPTED, REJECTED, IGNORED = "accepted", "rejected", "ignored"
@@ -54,6 +55,15 @@ def read_source(source: SourceFile, limit: int) -> bytes:
             chunks.append(chunk)
             limit -= len(chunk)
     return b"".join(chunks)
+
+
+def inspect_sources(
+    sources: tuple[SourceFile, ...], limits: ImageLimits
+) -> tuple[FileOutcome, ...]:
+    """One bundle's outcomes, in its order: one redirect of fd 2 for the bundle, each file's
+    capture nests in it."""
+    with capture_native_stderr():
+        return tuple(inspect_source(source, limits) for source in sources)
 
 
 def inspect_source(source: SourceFile, limits: ImageLimits) -> FileOutcome:

@@ -56,3 +56,30 @@ def capture_native_stderr():
                 os.dup2(_saved_fd, 2)
                 os.close(_saved_fd)
                 _saved_fd = None
+
+
+def _reset_in_forked_child() -> None:
+    """A forked child (data_prep/parallel.py) starts with no capture open: fd 2 back where the
+    parent's open capture took it from, and a sink of its own, since the parent's shares its
+    file offset with the child's copy. The fork happens with _lock held (see below), so the
+    state copied is never half-changed."""
+    global _lock, _open_captures, _saved_fd, _sink
+    if _open_captures:
+        os.dup2(_saved_fd, 2)
+        os.close(_saved_fd)
+    if _sink is not None:
+        _sink.close()  # the child's copy of the descriptor; the parent's stays open
+    _lock, _open_captures, _saved_fd, _sink = threading.Lock(), 0, None, None
+
+
+def _hold_lock() -> None:
+    _lock.acquire()
+
+
+def _release_lock() -> None:
+    _lock.release()
+
+
+os.register_at_fork(
+    before=_hold_lock, after_in_parent=_release_lock, after_in_child=_reset_in_forked_child
+)

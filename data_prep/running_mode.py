@@ -1,8 +1,7 @@
-"""How a Beam job runs on the local DirectRunner, chosen by its number of input files: in this
-process (whose threads do the per-file work, data_prep/parallel.py) up to a threshold, one worker
-process per core above; and with which pickler. The ingest run alone (`imgpipe prep`,
-run_ingest) has a threshold of its own; the pipeline's Beam components share one
-(pipeline/beam_options.py).
+"""How a Beam job runs on the local DirectRunner: the pipeline's Beam components in this process
+up to a number of input files, one worker process per core above (pipeline/beam_options.py); the
+ingest run alone (`imgpipe prep`, run_ingest) in this process at any size, its per-file work in
+forked children of it (data_prep/parallel.py); and with which pickler.
 """
 
 from __future__ import annotations
@@ -13,12 +12,6 @@ from __future__ import annotations
 # against two worker processes, taking turns, best of 2, on the shared machine (load 6-13): 9.3 s
 # vs 28.3 s on 50 files, 24.9 s vs 30.4 s on 5,000, 55.5 s vs 58.2 s on 20,000.
 IN_PROCESS_MAX_FILES = 20_000
-# The ingest alone: its per-image work holds the GIL for about half its time (Pillow parses each
-# file's header in Python), so its threads cannot use two cores fully, while its worker processes
-# import Beam, not TensorFlow. After the cuts of issue 16, the job in one process against two
-# worker processes, taking turns, best of 2, on the shared machine (load 4-7): 17.3 s vs 25.1 s
-# on 5,000 photos, 30.4 s vs 28.2 s on 10,000, 42.6 s vs 32.9 s on 20,000.
-INGEST_IN_PROCESS_MAX_FILES = 10_000
 IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 ONE_WORKER_PER_CORE = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
 
@@ -33,9 +26,23 @@ def with_running_mode(
 ) -> tuple[str, ...]:
     """beam_args, then the running mode for input_files unless beam_args name one (the user's
     choice wins, and its worker count with it)."""
-    if any(arg.split("=", 1)[0] == "--direct_running_mode" for arg in beam_args):
+    if _names_running_mode(beam_args):
         return beam_args
     return (*beam_args, *direct_running_mode(input_files, in_process_max_files))
+
+
+# The ingest alone, in process at any size: its forked children (data_prep/parallel.py) keep the
+# cores busy without what Beam's worker processes cost, each importing Beam (3 s of CPU) and
+# coding every element through the runner's data channel. Measured on 20,000 photos, side by
+# side on the shared machine (loaded): in process 41.5 CPU s, two worker processes (each with
+# its own children) 48.3 CPU s, the plain loop 34.1.
+def ingest_running_mode(beam_args: tuple[str, ...]) -> tuple[str, ...]:
+    """beam_args, then IN_PROCESS unless beam_args name a mode (the user's choice wins)."""
+    return beam_args if _names_running_mode(beam_args) else (*beam_args, *IN_PROCESS)
+
+
+def _names_running_mode(beam_args: tuple[str, ...]) -> bool:
+    return any(arg.split("=", 1)[0] == "--direct_running_mode" for arg in beam_args)
 
 
 # Beam's own alternative to dill (SetupOptions.pickle_library); the DirectRunner's worker

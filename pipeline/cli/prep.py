@@ -39,7 +39,8 @@ def add_prep(subparsers) -> None:
             "with OUTPUT/label_map.json and OUTPUT/ingest_report.json, which accounts for every "
             "file as accepted, rejected (with a reason) or ignored. Arguments after '--' go to "
             "Beam, e.g. '-- --runner=DataflowRunner --project=P --region=R "
-            "--temp_location=gs://B/tmp'. Default: DirectRunner, one process, a thread per core."
+            "--temp_location=gs://B/tmp'. Default: DirectRunner, one process, the per-file work in "
+            "a forked child per core."
         ),
     )
     parser.add_argument("--input", required=True, help="folder of class folders, or manifest")

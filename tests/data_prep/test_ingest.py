@@ -3,9 +3,10 @@
 import gzip
 import hashlib
 import json
+import os
 import pickle
 import shutil
-import threading
+import time
 
 import numpy as np
 import pytest
@@ -271,25 +272,29 @@ def test_manifest_input(messy_tree, tmp_path):
     assert report["accepted_per_split"] == {"eval": 3, "train": 5}
 
 
+def _slow_writer(spec, label_names, limits, examples_dir):
+    time.sleep(0.3)  # long enough that the second shard starts while the first is written
+    return {"path": spec, "labels": label_names, "pid": os.getpid()}
+
+
 def test_shards_are_written_several_at_once(monkeypatch):
-    """Each shard on a thread of its own: two shards only finish if both are written at once."""
+    """Each shard in a child process of its own: two shards, two children at once."""
     from data_prep import ingest, parallel
 
     monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
-    monkeypatch.setattr(parallel, "_pool", parallel._pool.__wrapped__)  # a pool of 2 for this test
-    both_writing = threading.Barrier(2, timeout=5)
-
-    def write_shard(spec, label_names, limits, examples_dir):
-        both_writing.wait()
-        return {"path": spec, "labels": label_names}
-
-    monkeypatch.setattr(ingest, "write_shard", write_shard)
+    parallel._pool.cache_clear()  # a pool of 2 for this test
+    monkeypatch.setattr(ingest, "write_shard", _slow_writer)  # pickled by name to the child
     writer = ingest._WriteShards(IngestConfig("in"), IngestOutputs.under("out"))
     summary = IngestPlan({"cat": 0}, (), {}, None)
     writer.start_bundle()
     results = [*writer.process("shard-a", summary), *writer.process("shard-b", summary)]
     results += [value.value for value in writer.finish_bundle()]  # windowed, for Beam
-    assert results == [{"path": s, "labels": {0: "cat"}} for s in ("shard-a", "shard-b")]
+    parallel._pool().shutdown()
+    parallel._pool.cache_clear()
+    assert [(r["path"], r["labels"]) for r in results] == [
+        (s, {0: "cat"}) for s in ("shard-a", "shard-b")
+    ]
+    assert len({r["pid"] for r in results} - {os.getpid()}) == 2
 
 
 def test_a_batch_pickles_deflated_and_back():

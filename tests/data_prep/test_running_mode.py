@@ -1,11 +1,11 @@
-"""The DirectRunner's running mode by input size: one rule, with the ingest's threshold for
-run_ingest and the pipeline's for its Beam jobs (tests/pipeline/test_beam_options.py); a mode the
-user names wins, with its worker count."""
+"""The DirectRunner's running mode: by input size for the pipeline's Beam jobs
+(tests/pipeline/test_beam_options.py), in process at any size for run_ingest; a mode the user
+names wins, with its worker count."""
 
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, SetupOptions
 
-from data_prep import ingest, running_mode
+from data_prep import ingest
 from data_prep.config import IngestConfig
 from data_prep.running_mode import with_local_pickler, with_running_mode
 
@@ -39,22 +39,21 @@ class _Built(Exception):
     """Raised instead of running the job: the test only needs its options."""
 
 
-def test_run_ingest_chooses_the_mode_by_the_number_of_files(tmp_path, monkeypatch):
+def test_run_ingest_runs_in_process_at_any_size_unless_a_mode_is_named(tmp_path, monkeypatch):
     for name in ("a/1.jpg", "a/2.jpg", "b/3.jpg"):
         (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "in" / name).write_bytes(b"x")
     modes = []
 
     def options(args):
-        modes.append(direct_mode(args)[0])
+        modes.append(direct_mode(args))
         assert PipelineOptions(args).view_as(SetupOptions).pickle_library == "cloudpickle"
         raise _Built
 
     monkeypatch.setattr(ingest, "PipelineOptions", options)
     config = IngestConfig(str(tmp_path / "in"))
     outputs = ingest.IngestOutputs.under(str(tmp_path / "out"))
-    for threshold, beam_args in ((3, None), (2, None), (2, ["--direct_running_mode=in_memory"])):
-        monkeypatch.setattr(running_mode, "INGEST_IN_PROCESS_MAX_FILES", threshold)
+    for beam_args in (None, ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]):
         with pytest.raises(_Built):
             ingest.run_ingest(config, outputs, beam_args)
-    assert modes == ["in_memory", "multi_processing", "in_memory"]
+    assert modes == [("in_memory", 1), ("multi_processing", 2)]
