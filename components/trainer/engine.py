@@ -29,6 +29,8 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from components.trainer.model import exempt_tf_keras_from_autograph
+
 
 class TrainingEngine:
     """Owns the step functions, the training metrics and the input-wait counter of one model."""
@@ -43,7 +45,10 @@ class TrainingEngine:
         graph: bool = True,
     ):
         """Create it inside `strategy.scope()`. `graph=False` runs the same step eagerly (for
-        benchmarks and debugging); `optimizer` is a LossScaleOptimizer under mixed_float16."""
+        benchmarks and debugging); `optimizer` is a LossScaleOptimizer under mixed_float16.
+        Exempts tf_keras from AutoGraph, as build_model does, so a model built elsewhere does not
+        have Keras' internals rewritten on its first trace (15.6 s, not 2.1 s, for a tiny model)."""
+        exempt_tf_keras_from_autograph()
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy
