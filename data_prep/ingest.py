@@ -3,7 +3,9 @@
 Two passes keep it fast and memory-flat on any runner: bundles of files are inspected in
 parallel (one Beam element per bundle, so Beam's per-element cost is paid per bundle, not per
 image); one small plan decides dedupe, splits and shards; then each shard is written by one worker
-that re-reads its files, several shards at once on each worker's pool of processes.
+that re-reads its files, several shards at once on each worker's pool of processes, and makes its
+rows of the source index. Records travel between the stages packed (_Packed), so the driver
+codes bytes, not every file's record.
 """
 
 from __future__ import annotations
