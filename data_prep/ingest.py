@@ -3,7 +3,9 @@
 Two passes keep it fast and memory-flat on any runner: bundles of files are inspected in
 parallel (one Beam element per bundle, so Beam's per-element cost is paid per bundle, not per
 image); one small plan decides dedupe, splits and shards; then each shard is written by one worker
-that re-reads its files, several shards at once on each worker's pool of processes.
+that re-reads its files, several shards at once on each worker's pool of processes, and makes its
+rows of the source index. Records travel between the stages packed (_Packed), so the driver
+codes bytes, not every file's record.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gzip
+import heapq
 import json
 import logging
 import os
@@ -29,7 +32,7 @@ from data_prep import progress, running_mode
 from data_prep.config import IngestConfig
 from data_prep.inspection import inspect_sources
 from data_prep.parallel import OrderedWindow
-from data_prep.plan import IngestPlan, build_plan
+from data_prep.plan import IngestPlan, ShardSpec, build_plan
 from data_prep.shards import write_shard
 from data_prep.sources import SourceFile, list_sources
 
@@ -64,22 +67,30 @@ class IngestOutputs:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Batch:
-    """Many per-file records as one Beam element, coded as one deflated pickle. Beam's default
-    coder codes a list item by item, a pickle per item, and codes elements again to sample their
-    size: a list of 5,000 outcomes cost 9 pickles of every outcome, 0.8 s of CPU. Deflated, as
-    Create embeds its elements in the pipeline graph, which Beam pickles again and compresses
-    with bz2 at level 9 several times: 1.3 s of the driver's CPU for 20,000 files' paths."""
+class _Packed:
+    """Many records (a bundle's files or outcomes, a shard's plan) as one deflated pickle, kept
+    packed wherever they travel (Beam's coders, the pool's queues) and unpacked only in the
+    process that uses them. Beam's default coder codes a list item by item, a pickle per item,
+    and codes elements again to sample their size; a packed value is coded as one bytes object.
+    Measured on 20,000 photos, the driver spent 3 s of CPU unpickling and pickling outcomes and
+    shard plans between the stages while the children waited. Deflated, as Create embeds its
+    elements in the pipeline graph, which Beam pickles again and compresses with bz2 at level 9
+    several times: 1.3 s of the driver's CPU for 20,000 files' paths."""
 
-    items: tuple
+    blob: bytes
+    count: int  # records inside, for progress, without unpacking them
 
-    def __reduce__(self):
-        packed = zlib.compress(pickle.dumps(self.items, pickle.HIGHEST_PROTOCOL), 1)
-        return _unpack_batch, (packed,)
+    @classmethod
+    def of(cls, records: tuple) -> _Packed:
+        return cls(zlib.compress(pickle.dumps(records, pickle.HIGHEST_PROTOCOL), 1), len(records))
+
+    def unpack(self) -> tuple:
+        return pickle.loads(zlib.decompress(self.blob))
 
 
-def _unpack_batch(packed: bytes) -> _Batch:
-    return _Batch(pickle.loads(zlib.decompress(packed)))
+def _inspect_packed(bundle: _Packed, limits) -> _Packed:
+    """In a pool child: one bundle of sources -> its outcomes, packed there."""
+    return _Packed.of(inspect_sources(bundle.unpack(), limits))
 
 
 class _InspectBundle(beam.DoFn):
@@ -98,18 +109,18 @@ class _InspectBundle(beam.DoFn):
         self._window = OrderedWindow(per_worker=2)
         self._began = collections.deque()  # time.monotonic() each bundle in flight was handed in
 
-    def process(self, bundle: _Batch):
+    def process(self, bundle: _Packed):
         self._began.append(time.monotonic())
-        for outcomes in self._window.submit(inspect_sources, bundle.items, self._limits):
+        for outcomes in self._window.submit(_inspect_packed, bundle, self._limits):
             yield self._complete(outcomes)
 
     def finish_bundle(self):
         for outcomes in self._window.drain():
             yield GlobalWindows.windowed_value(self._complete(outcomes))
 
-    def _complete(self, outcomes: tuple) -> _Batch:
+    def _complete(self, outcomes: _Packed) -> _Packed:
         """Outcomes arrive in the order the bundles were submitted."""
-        due = _INSPECTED.add(self._run, len(outcomes), self._began.popleft())
+        due = _INSPECTED.add(self._run, outcomes.count, self._began.popleft())
         if due:
             done, seconds = due
             progress.report(
@@ -120,7 +131,7 @@ class _InspectBundle(beam.DoFn):
                 seconds=seconds,
                 worker=os.getpid(),
             )
-        return _Batch(outcomes)
+        return outcomes
 
 
 # Files inspected in this process, per run: a progress line per worker process, whatever
@@ -128,8 +139,19 @@ class _InspectBundle(beam.DoFn):
 _INSPECTED = progress.ProgressCounter(every_s=5.0)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """The plan as it travels between the stages: its summary (the plan without its shards'
+    file lists), the side input of every writer, and each shard's ShardSpec packed, unpacked
+    only by the process that writes it."""
+
+    summary: IngestPlan
+    shards: tuple[_Packed, ...]
+
+
 class _PlanOutcomes(beam.CombineFn):
-    """Every bundle's outcomes -> the plan (build_plan), in the combine that gathers them."""
+    """Every bundle's outcomes -> the plan (build_plan), in the combine that gathers them; the
+    outcomes stay packed until the plan is built."""
 
     def __init__(self, config: IngestConfig, reference_label_map: dict[str, int]):
         self._config, self._reference_label_map = config, reference_label_map
@@ -137,84 +159,107 @@ class _PlanOutcomes(beam.CombineFn):
     def create_accumulator(self) -> list:
         return []
 
-    def add_input(self, accumulator: list, element: _Batch) -> list:
-        accumulator.extend(element.items)
+    def add_input(self, accumulator: list, element: _Packed) -> list:
+        accumulator.append(element)
         return accumulator
 
     def merge_accumulators(self, accumulators) -> list:
-        return [item for accumulator in accumulators for item in accumulator]
+        return [packed for accumulator in accumulators for packed in accumulator]
 
-    def extract_output(self, accumulator: list) -> IngestPlan:
-        return build_plan(accumulator, self._config, self._reference_label_map)
+    def extract_output(self, accumulator: list) -> _Plan:
+        outcomes = [outcome for packed in accumulator for outcome in packed.unpack()]
+        plan = build_plan(outcomes, self._config, self._reference_label_map)
+        return _Plan(
+            dataclasses.replace(plan, shards=()),
+            tuple(_Packed.of((shard,)) for shard in plan.shards),
+        )
 
     def get_accumulator_coder(self):
-        return beam.coders.PickleCoder()  # one pickle, not one per outcome (see _Batch)
+        return beam.coders.PickleCoder()  # one pickle of packed values (see _Packed)
 
 
-def _without_shards(plan: IngestPlan) -> IngestPlan:
-    return dataclasses.replace(plan, shards=())
+def _summary(plan: _Plan) -> IngestPlan:
+    return plan.summary
 
 
-def _shards_to_write(plan: IngestPlan):
-    return () if plan.failure else plan.shards
+def _shards_to_write(plan: _Plan):
+    return () if plan.summary.failure else plan.shards
+
+
+def _write_packed(
+    shard: _Packed, label_names: dict[int, str], limits, examples_dir: str
+) -> tuple[dict, _Packed]:
+    """In a pool child: writes one shard (write_shard); returns its result and its rows of the
+    source index (see write_source_index), packed."""
+    (spec,) = shard.unpack()
+    return (
+        write_shard(spec, label_names, limits, examples_dir),
+        _Packed.of(source_index_rows(spec, label_names)),
+    )
 
 
 class _WriteShards(beam.DoFn):
     """Writes each shard in one of the worker's pool processes, one shard per process at a time,
-    and outputs its result (write_shard's) once written: every core writes a shard of its own."""
+    and outputs its result once written: every core writes a shard of its own. Two shards per
+    child in flight, so a child that finished a small shard starts the next one while the
+    oldest, a larger one, is still being written."""
 
     def __init__(self, config: IngestConfig, outputs: IngestOutputs):
         self._limits, self._examples_dir = config.limits, outputs.examples_dir
 
     def start_bundle(self):
-        self._writing = OrderedWindow(per_worker=1)
+        self._writing = OrderedWindow(per_worker=2)
 
-    def process(self, spec, summary: IngestPlan):
+    def process(self, shard: _Packed, summary: IngestPlan):
         label_names = {label_id: name for name, label_id in summary.label_map.items()}
         yield from self._writing.submit(
-            write_shard, spec, label_names, self._limits, self._examples_dir
+            _write_packed, shard, label_names, self._limits, self._examples_dir
         )
 
     def finish_bundle(self):
-        for result in self._writing.drain():
-            yield GlobalWindows.windowed_value(result)
+        for written in self._writing.drain():
+            yield GlobalWindows.windowed_value(written)
 
 
-def _finish(shard_results, plan: IngestPlan, outputs: IngestOutputs) -> dict:
+def _finish(written, plan: IngestPlan, outputs: IngestOutputs) -> dict:
+    """After every shard: the source index, the report, then the label map."""
     report = dict(plan.report)
     report["status"] = "failed" if plan.failure else "ok"
     report["failure"] = plan.failure
-    report["shards"] = sorted(shard_results, key=lambda result: result["path"])
+    report["shards"] = sorted((result for result, _ in written), key=lambda r: r["path"])
+    if not plan.failure:
+        write_source_index([rows.unpack() for _, rows in written], outputs)
     _write_json(outputs.report_path, report)
     if not plan.failure:
         _write_json(outputs.label_map_path, plan.label_map)
     return report
 
 
-def write_source_index(plan: IngestPlan, outputs: IngestOutputs) -> None:
+def source_index_rows(spec: ShardSpec, label_names: dict[int, str]) -> tuple[tuple[str, str], ...]:
+    """One shard's rows of the source index: (relative path, JSON line), sorted by path."""
+    rows = (
+        {
+            "path": planned.source.relative_path,
+            "uri": planned.source.path,
+            "sha256": planned.sha256,
+            "split": spec.split,
+            "label": label_names[planned.label_id],
+            "shard": spec.relative_path,
+        }
+        for planned in spec.examples
+    )
+    return tuple(sorted((row["path"], json.dumps(row, sort_keys=True) + "\n") for row in rows))
+
+
+def write_source_index(
+    shard_rows: list[tuple[tuple[str, str], ...]], outputs: IngestOutputs
+) -> None:
     """Every accepted image's relative path, full path, sha256, split, label and shard, sorted by
     path: tells which datasets hold an image without reading their shards (a few dozen bytes per
-    image, gzip JSON lines)."""
-    if plan.failure:
-        return
-    names = {label_id: name for name, label_id in plan.label_map.items()}
-    rows = sorted(
-        (
-            {
-                "path": planned.source.relative_path,
-                "uri": planned.source.path,
-                "sha256": planned.sha256,
-                "split": shard.split,
-                "label": names[planned.label_id],
-                "shard": shard.relative_path,
-            }
-            for shard in plan.shards
-            for planned in shard.examples
-        ),
-        key=lambda row: row["path"],
-    )
+    image, gzip JSON lines). Each shard's writer made its rows (source_index_rows)."""
+    lines = (line for _, line in heapq.merge(*shard_rows))
     with FileSystems.create(outputs.source_index_path) as handle:  # .gz: gzip by extension
-        handle.write("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows).encode())
+        handle.write("".join(lines).encode())
 
 
 def read_source_index(path: str) -> list[dict]:
@@ -249,7 +294,8 @@ class IngestImages(beam.PTransform):
     def expand(self, pbegin):
         size = self._config.files_per_bundle
         bundles = [
-            _Batch(tuple(self._sources[i : i + size])) for i in range(0, len(self._sources), size)
+            _Packed.of(tuple(self._sources[i : i + size]))
+            for i in range(0, len(self._sources), size)
         ]
         plan = (
             pbegin
@@ -262,8 +308,7 @@ class IngestImages(beam.PTransform):
             ).without_defaults()
         )
         # The side input stays small: the plan without its per-file shard lists.
-        summary = beam.pvalue.AsSingleton(plan | "Summary" >> beam.Map(_without_shards))
-        _ = plan | "SourceIndex" >> beam.Map(write_source_index, self._outputs)
+        summary = beam.pvalue.AsSingleton(plan | "Summary" >> beam.Map(_summary))
         return (
             plan
             | "Shards" >> beam.FlatMap(_shards_to_write)

@@ -82,13 +82,21 @@ def list_class_folders(root: str) -> list[SourceFile]:
     root = root.rstrip("/")
     sources = []
     for entry in _list_entries(root):
-        relative = _printable(posixpath.relpath(entry.path, root))
+        relative = _printable(_relative(entry.path, root))
         parts = relative.split("/")
         label = parts[0] if len(parts) > 1 else None
         sources.append(SourceFile(relative, entry.path, label, None, entry.problem, entry.detail))
     if not sources:
         raise SourceError(f"input {root!r} is empty or does not exist")
     return sorted(sources)
+
+
+def _relative(path: str, root: str) -> str:
+    """path relative to root. A local walk names every entry root + "/" + ...: cut the prefix
+    (posixpath.relpath, which makes both paths absolute first, was two thirds of the listing's
+    time, 0.6 s for 20,000 files); relpath for what a filesystem's match names otherwise."""
+    prefix = root + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else posixpath.relpath(path, root)
 
 
 @dataclasses.dataclass(frozen=True)

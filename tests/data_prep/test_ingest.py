@@ -16,7 +16,7 @@ from PIL import Image
 from data_prep import features
 from data_prep.config import IngestConfig
 from data_prep.ingest import IngestFailed, IngestOutputs, read_source_index, run_ingest
-from data_prep.plan import IngestPlan
+from data_prep.plan import IngestPlan, PlannedExample, ShardSpec
 from data_prep.sources import SourceFile
 from tests.data_prep import image_files
 
@@ -274,11 +274,20 @@ def test_manifest_input(messy_tree, tmp_path):
 
 def _slow_writer(spec, label_names, limits, examples_dir):
     time.sleep(0.3)  # long enough that the second shard starts while the first is written
-    return {"path": spec, "labels": label_names, "pid": os.getpid()}
+    return {"path": spec.relative_path, "labels": label_names, "pid": os.getpid()}
+
+
+def _spec(split: str, *names: str) -> ShardSpec:
+    examples = tuple(
+        PlannedExample(SourceFile(name, f"/in/{name}", "cat"), f"sha-{name}", 0, "jpeg", 4, 4, True)
+        for name in names
+    )
+    return ShardSpec(split, 0, 1, examples)
 
 
 def test_shards_are_written_several_at_once(monkeypatch):
-    """Each shard in a child process of its own: two shards, two children at once."""
+    """Each shard in a child process of its own: two shards, two children at once; each writer
+    returns its shard's rows of the source index, sorted by path."""
     from data_prep import ingest, parallel
 
     monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
@@ -286,23 +295,32 @@ def test_shards_are_written_several_at_once(monkeypatch):
     monkeypatch.setattr(ingest, "write_shard", _slow_writer)  # pickled by name to the child
     writer = ingest._WriteShards(IngestConfig("in"), IngestOutputs.under("out"))
     summary = IngestPlan({"cat": 0}, (), {}, None)
+    specs = _spec("train", "cat/b.jpg", "cat/a.jpg"), _spec("eval", "cat/c.jpg")
+    shards = [ingest._Packed.of((spec,)) for spec in specs]
     writer.start_bundle()
-    results = [*writer.process("shard-a", summary), *writer.process("shard-b", summary)]
-    results += [value.value for value in writer.finish_bundle()]  # windowed, for Beam
+    written = [*writer.process(shards[0], summary), *writer.process(shards[1], summary)]
+    written += [value.value for value in writer.finish_bundle()]  # windowed, for Beam
     parallel._pool().shutdown()
     parallel._pool.cache_clear()
+    results = [result for result, _ in written]
     assert [(r["path"], r["labels"]) for r in results] == [
-        (s, {0: "cat"}) for s in ("shard-a", "shard-b")
+        (spec.relative_path, {0: "cat"}) for spec in specs
     ]
     assert len({r["pid"] for r in results} - {os.getpid()}) == 2
+    rows = [[json.loads(line) for _, line in index.unpack()] for _, index in written]
+    assert [[(row["path"], row["split"], row["label"]) for row in shard] for shard in rows] == [
+        [("cat/a.jpg", "train", "cat"), ("cat/b.jpg", "train", "cat")],
+        [("cat/c.jpg", "eval", "cat")],
+    ]
 
 
-def test_a_batch_pickles_deflated_and_back():
-    from data_prep.ingest import _Batch
+def test_a_packed_value_pickles_deflated_and_back():
+    from data_prep.ingest import _Packed
 
     sources = tuple(
         SourceFile(f"cat/{i:06d}.jpg", f"/data/photos/cat/{i:06d}.jpg", "cat") for i in range(500)
     )
-    pickled = pickle.dumps(_Batch(sources))
-    assert pickle.loads(pickled) == _Batch(sources)
-    assert len(pickled) < len(pickle.dumps(sources)) / 4  # repeated paths deflate well
+    packed = _Packed.of(sources)
+    assert packed.count == 500
+    assert pickle.loads(pickle.dumps(packed)).unpack() == sources
+    assert len(pickle.dumps(packed)) < len(pickle.dumps(sources)) / 4  # repeated paths deflate well

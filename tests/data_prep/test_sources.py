@@ -25,6 +25,19 @@ def test_class_folders_label_every_depth_and_leave_root_files_unlabelled(tmp_pat
     assert all(s.path.startswith(str(tmp_path)) for s in sources)
 
 
+@pytest.mark.parametrize("spelling", ["{root}/", "{root}//", "{root}/./", "{relative}"])
+def test_any_spelling_of_the_root_gives_the_same_relative_paths(tmp_path, monkeypatch, spelling):
+    for relative in ("cat/a.jpg", "cat/deep/b.png", "top.jpg"):
+        _touch(tmp_path / "in" / relative)
+    monkeypatch.chdir(tmp_path)
+    root = spelling.format(root=tmp_path / "in", relative="./in")
+    assert [s.relative_path for s in list_sources(root)] == [
+        "cat/a.jpg",
+        "cat/deep/b.png",
+        "top.jpg",
+    ]
+
+
 def test_missing_or_empty_input_is_a_clear_error(tmp_path):
     with pytest.raises(SourceError, match="empty or does not exist"):
         list_sources(str(tmp_path / "nowhere"))
