@@ -16,6 +16,7 @@ from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
 from pipeline import beam_construction_memo, run_guard
+from pipeline.beam_tfrecord_checksums import hardware_checksums
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig
 from pipeline.data_snapshot import take_snapshot
@@ -83,7 +84,11 @@ def run_local(
         run_guard.begin_run(store, run_id, config.name, holder, config_file)
         state, reason, failure = run_guard.FAILED, None, None
         try:
-            with _argv_for_libraries(), beam_construction_memo.memoized():
+            with (
+                _argv_for_libraries(),
+                beam_construction_memo.memoized(),
+                hardware_checksums(),
+            ):
                 LocalDagRunner().run_with_ir(ir)
             state = run_guard.COMPLETE
         except KeyboardInterrupt:
