@@ -5,9 +5,9 @@ artifact), so runs can be compared. Steady-state figures leave out each graph's 
 which includes tracing (and XLA compilation); a run too short to have any other call reports
 all its calls, and says so (steady_state False), rather than NaN.
 Wall-clock figures slow down whenever other processes share the cores; the CPU seconds per step
-do not, so two reports with the same CPU per step and different step times were taken on a
-busier machine, not made slower by the code (issue 16: the Trainer of two commits, 1.8x apart
-in wall time, spent the same CPU seconds).
+hardly do, so two reports taken side by side with the same CPU per step and different step times
+were taken on a busier machine, not made slower by the code (issue 16: the Trainer of two
+commits, 1.8x apart in wall time, spent the same CPU seconds).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class PerformanceReport:
     step_time_seconds: float  # one optimizer step, steady state
     input_wait_share: float  # of steady-state wall time spent waiting for the next batch
     # This process's CPU seconds (all threads) per optimizer step, steady state: unlike the step
-    # time, the same on a busy machine as on a quiet one.
+    # time, it hardly grows when other processes share the cores.
     step_cpu_seconds: float
     first_call_seconds: float  # the first graph call: tracing, XLA compilation, its steps
     measured_steps: int  # optimizer steps behind the steady-state figures
