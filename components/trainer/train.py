@@ -154,20 +154,22 @@ def train(
                 tf.profiler.experimental.start(log_dir)
             wait_before = float(engine.input_wait_seconds.numpy())
             graphs_before = engine.graphs
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             loss = float(engine.run(iterator, steps))
             seconds = time.perf_counter() - started
+            cpu_seconds = time.process_time() - cpu_started
             waited = float(engine.input_wait_seconds.numpy()) - wait_before
             step += steps
             if chief and config.profile_steps and step == config.profile_steps[1]:
                 tf.profiler.experimental.stop()
-            times.add(seconds, steps, waited, traced=engine.graphs > graphs_before)
+            times.add(seconds, steps, waited, cpu_seconds, traced=engine.graphs > graphs_before)
             checkpoints.maybe_save(step)
             tf.summary.scalar("train/step_loss", loss, step=step)
             tf.summary.scalar("train/learning_rate", float(schedule(step)), step=step)
             tf.summary.scalar("perf/step_time_seconds", seconds / steps, step=step)
             tf.summary.scalar("perf/images_per_second", steps * step_batch / seconds, step=step)
             tf.summary.scalar("perf/input_wait_seconds", waited / steps, step=step)
+            tf.summary.scalar("perf/step_cpu_seconds", cpu_seconds / steps, step=step)
             # Every worker reads the metrics: under MultiWorkerMirroredStrategy a read is a
             # collective, and a read by the chief alone waits for the others for ever.
             loss, accuracy = float(engine.loss.result()), float(engine.accuracy.result())

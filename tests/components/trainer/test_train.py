@@ -54,6 +54,7 @@ def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path, caps
     assert performance["retraces"] == 0 and performance["precision"] == "float32"
     assert performance["xla"] is False and performance["measured_steps"] > 0
     assert performance["images_per_second"] > 0 and 0 <= performance["input_wait_share"] <= 1
+    assert performance["step_cpu_seconds"] > 0
     with open(tmp_path / "performance_report.json") as handle:
         assert json.load(handle) == performance
     assert {
@@ -63,6 +64,7 @@ def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path, caps
         "perf/images_per_second",
         "perf/step_time_seconds",
         "perf/input_wait_seconds",
+        "perf/step_cpu_seconds",
         "eval/accuracy",
     } <= _scalar_tags(tmp_path / "logs")
     assert glob.glob(str(tmp_path / "logs" / "plugins" / "profile" / "*" / "*.xplane.pb"))
