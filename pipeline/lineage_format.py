@@ -183,6 +183,7 @@ def _model_report_lines(run: PipelineRun) -> list[str]:
             for name, value in sorted(run.tflite.items())
             if name.endswith("_gap_points")
         )
+        gaps = gaps or "no model converted (the model card says why)"
         lines.append(f"TFLite accuracy, points below the SavedModel on the eval split: {gaps}")
     if run.model_card is not None:
         lines.append(f"model card: {run.model_card}")

@@ -67,6 +67,31 @@ def test_the_rebuilt_keras_model_is_the_exported_one(tmp_path):
     assert np.array_equal(rebuilt(images, training=False), loaded(images, training=False))
 
 
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_a_model_trained_under_a_mixed_policy_converts_in_float32(tmp_path, policy):
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        trained = trainer_model.build_model(runlocal(), 3, NORMALIZATION)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    trained.save(tmp_path / "model", save_format="tf")
+    pixels = np.random.default_rng(2).uniform(0, 255, (4, *trained.input_shape[1:]))
+    pixels = pixels.astype(np.float32)
+
+    rebuilt = tflite_export.rebuild_keras_model(str(tmp_path / "model"))
+    size = int(rebuilt.input_shape[1])
+    function = tflite_export.pixels_function(rebuilt, size, NORMALIZATION)
+    flatbuffer = tflite_export.convert(function, rebuilt, "float32")
+
+    assert {layer.compute_dtype for layer in rebuilt.layers} == {"float32"}
+    for mine, theirs in zip(rebuilt.weights, trained.weights, strict=True):
+        assert np.array_equal(mine.numpy(), theirs.numpy())
+    expected = rebuilt(normalize(pixels, NORMALIZATION), training=False).numpy()
+    got = tflite_export.tflite_probabilities(flatbuffer, pixels)
+    assert np.abs(got - expected).max() <= 1e-5
+
+
 def test_rebuilding_refuses_variables_that_miss_part_of_the_architecture(tmp_path):
     inputs = keras.Input((4,))
     smaller = keras.Model(inputs, keras.layers.Dense(3)(inputs))

@@ -43,6 +43,15 @@ def test_a_pushed_run_says_its_data_accuracy_push_and_reports():
     assert lines[-1] == "model card: /build/serving/imgpipe/1/model_card"
 
 
+def test_a_run_whose_tflite_conversions_all_failed_says_so():
+    failed = dataclasses.replace(RUN, tflite={"saved_model_accuracy": 0.9})
+    lines = format_run_summary(failed).splitlines()
+    assert (
+        "TFLite accuracy, points below the SavedModel on the eval split: no model converted "
+        "(the model card says why)"
+    ) in lines
+
+
 def test_a_stopped_run_says_which_stage_stopped_it_and_why():
     stopped = dataclasses.replace(
         RUN,
