@@ -32,7 +32,7 @@ from components import metadata_keys
 from components.eval_split import read_batches, split_files
 from components.evaluation_report import EvalScores, EvaluationReport, read_scores
 from components.trainer.export import IMAGES_SIGNATURE
-from components.trainer.model import BackboneInput
+from components.trainer.model import BackboneInput, in_float32
 from components.trainer.preprocessing import CHANNELS, Normalization, decode_and_resize, normalize
 from components.trainer.serving_assets import read_normalization
 from data_prep.cores import usable_cores
@@ -61,7 +61,8 @@ def rebuild_keras_model(saved_model_dir: str) -> keras.Model:
     SavedModel's hundred-odd traced functions and reviving every layer from them (profiled:
     1.7-3.3 s of the export's time, against 0.4 s for this). Fails when a variable of the
     architecture is missing from the checkpoint. Computes in float32 whatever policy it trained
-    under (see in_float32)."""
+    under: TFLite has no bfloat16 type (a model trained under mixed_bfloat16 failed both
+    conversions, "Failed to convert element type 'bf16'")."""
     metadata = saved_metadata_pb2.SavedMetadata()
     with tf.io.gfile.GFile(os.path.join(saved_model_dir, KERAS_METADATA_FILE), "rb") as handle:
         metadata.ParseFromString(handle.read())
@@ -73,20 +74,6 @@ def rebuild_keras_model(saved_model_dir: str) -> keras.Model:
     restored = model.load_weights(os.path.join(saved_model_dir, VARIABLES_PREFIX))
     restored.assert_existing_objects_matched()
     return model
-
-
-def in_float32(config):
-    """A Keras model config with every layer's dtype policy float32. TFLite has no bfloat16
-    type: a model trained under mixed_bfloat16 failed both conversions ("Failed to convert
-    element type 'bf16'"). Mixed policies keep their variables in float32, so the same
-    checkpoint restores; only the compute dtype changes."""
-    if isinstance(config, dict):
-        if config.get("class_name") == "Policy":
-            return {**config, "config": {**config["config"], "name": "float32"}}
-        return {key: in_float32(value) for key, value in config.items()}
-    if isinstance(config, list):
-        return [in_float32(value) for value in config]
-    return config
 
 
 def pixels_function(model: keras.Model, image_size: int, normalization: Normalization):

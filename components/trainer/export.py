@@ -17,6 +17,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from components.trainer.model import float32_twin
 from components.trainer.preprocessing import CHANNELS, Normalization, preprocess_image
 from components.trainer.serving_assets import write_serving_assets
 from data_prep import features
@@ -33,7 +34,9 @@ def export_model(
     normalization: Normalization,
 ) -> str:
     """Saves `model` (normalized images -> probabilities) with both signatures, warmup requests
-    and label names; returns the path."""
+    and label names; returns the path. A model trained under a mixed policy is saved as its
+    float32 twin (model.float32_twin)."""
+    model = float32_twin(model)
     class_names = tf.constant(list(label_names), tf.string)
     image_spec = tf.TensorSpec([image_size, image_size, CHANNELS], tf.float32)
 

@@ -76,6 +76,40 @@ def build_model(
     return keras.Model(inputs, outputs, name=f"{config.model}_classifier")
 
 
+def in_float32(config):
+    """A Keras model config with every layer's dtype policy float32. Mixed policies keep their
+    variables in float32, so the same weights fit; only the compute dtype changes."""
+    if isinstance(config, dict):
+        if config.get("class_name") == "Policy":
+            return {**config, "config": {**config["config"], "name": "float32"}}
+        return {key: in_float32(value) for key, value in config.items()}
+    if isinstance(config, list):
+        return [in_float32(value) for value in config]
+    return config
+
+
+def float32_twin(model: keras.Model) -> keras.Model:
+    """`model` itself if it computes in float32, else the same architecture and weights computing
+    in float32: what the export serves, so a model trained under a mixed policy runs at full
+    speed on any CPU (one without native bfloat16 emulates it, 9x float32's step time here) and
+    the Evaluator scores exactly the graph that is served."""
+    if all(layer.compute_dtype == "float32" for layer in _all_layers(model)):
+        return model
+    twin = keras.Model.from_config(
+        in_float32(model.get_config()),
+        custom_objects={keras.saving.get_registered_name(BackboneInput): BackboneInput},
+    )
+    twin.set_weights(model.get_weights())
+    return twin
+
+
+def _all_layers(model: keras.Model):
+    for layer in model.layers:
+        yield layer
+        if isinstance(layer, keras.Model):
+            yield from _all_layers(layer)
+
+
 def backbone_of(model: keras.Model) -> keras.Model:
     """The backbone inside a build_model classifier: its one nested model."""
     (backbone,) = (layer for layer in model.layers if isinstance(layer, keras.Model))

@@ -152,3 +152,29 @@ def test_warmup_requests_are_prediction_logs_the_model_answers(exported):
 def test_the_export_names_the_normalization_its_signatures_apply(exported):
     *_, model_dir = exported
     assert serving_assets.read_normalization(model_dir) == NORMALIZATION
+
+
+def test_a_model_trained_under_mixed_bfloat16_is_served_in_float32(tmp_path):
+    config = runlocal()
+    previous = tf.keras.mixed_precision.global_policy()
+    tf.keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = build_model(config, len(LABEL_NAMES), NORMALIZATION)
+    finally:
+        tf.keras.mixed_precision.set_global_policy(previous)
+    assert _bfloat16_tensors(_export_graph(model, str(tmp_path / "trained"), config)) == 0
+    pixels = tf.random.stateless_uniform([2, config.image_size, config.image_size, 3], [0, 3])
+    served = tf.saved_model.load(str(tmp_path / "trained"))
+    np.testing.assert_allclose(served(pixels, training=False), model(pixels), atol=0.05)
+
+
+def _export_graph(model, path, config):
+    export.export_model(model, path, config.image_size, LABEL_NAMES, NORMALIZATION)
+    return tf.saved_model.load(path).signatures[export.IMAGES_SIGNATURE].graph
+
+
+def _bfloat16_tensors(graph) -> int:
+    """bfloat16 outputs of the graph's ops and of every function it calls (the model's layers)."""
+    here = sum(t.dtype == tf.bfloat16 for op in graph.get_operations() for t in op.outputs)
+    functions = graph._functions.values()  # noqa: SLF001  (no public walk over called functions)
+    return here + sum(_bfloat16_tensors(f.graph) for f in functions if hasattr(f, "graph"))

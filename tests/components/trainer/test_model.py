@@ -8,7 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 from components.trainer.config import APPLICATIONS, TrainerConfig, runlocal
-from components.trainer.model import BackboneInput, backbone_of, build_model
+from components.trainer.model import BackboneInput, backbone_of, build_model, float32_twin
 from components.trainer.preprocessing import Normalization, normalize
 
 CLASSES = 3
@@ -173,3 +173,28 @@ def test_fine_tuned_backbone_runs_batch_norm_in_inference_mode(tmp_path):
     np.testing.assert_allclose(
         features(images, training=True).numpy(), features(images, training=False).numpy(), atol=1e-5
     )
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_the_float32_twin_of_a_mixed_precision_model_computes_in_float32_with_its_weights(policy):
+    config = dataclasses.replace(runlocal(), backbone_preprocessing=True)  # a custom layer too
+    previous = tf_keras.mixed_precision.global_policy()
+    tf_keras.mixed_precision.set_global_policy(policy)
+    try:
+        mixed = build_model(config, CLASSES, NORMALIZATION)
+    finally:
+        tf_keras.mixed_precision.set_global_policy(previous)
+    twin = float32_twin(mixed)
+    pixels = _pixels(config)
+
+    twin_layers = [*twin.layers, *backbone_of(twin).layers]
+    assert {layer.compute_dtype for layer in twin_layers} == {"float32"}
+    assert "float32" not in {layer.compute_dtype for layer in backbone_of(mixed).layers[1:]}
+    for mine, theirs in zip(twin.weights, mixed.weights, strict=True):
+        assert mine.name == theirs.name and np.array_equal(mine.numpy(), theirs.numpy())
+    np.testing.assert_allclose(twin(pixels), mixed(pixels), atol=0.05)
+
+
+def test_a_float32_model_is_its_own_twin():
+    model = build_model(runlocal(), CLASSES)
+    assert float32_twin(model) is model
