@@ -83,8 +83,9 @@ class TrainerConfig:
       steps_per_execution: training steps run per graph call, amortizing Python overhead.
       seed: seeds weight initialization, file order, shuffling and augmentation.
       precision: 'auto' (mixed_float16 on GPUs of compute capability >= 7.0, mixed_bfloat16 on
-        TPUs, float32 otherwise) or a tf_keras mixed-precision policy name. The model's output
-        stays float32 under every policy.
+        TPUs and on CPUs with native bfloat16 (AMX or AVX512-BF16), float32 otherwise) or a
+        tf_keras mixed-precision policy name. The model's output stays float32 under every
+        policy, and the exported model computes in float32.
       jit_compile: compile each training step with XLA; None chooses by device (on for GPUs and
         TPUs, off on CPUs, where benchmarks/training_bench.py measures it slower).
       gradient_accumulation_steps: micro-batches of batch_size per optimizer step; the optimizer

@@ -10,7 +10,8 @@ from components.trainer import runtime
 from components.trainer.config import TrainerConfig
 
 
-def test_a_cpu_trains_in_float32_without_xla_unless_asked():
+def test_a_cpu_trains_in_float32_without_xla_unless_asked(monkeypatch):
+    monkeypatch.setattr(runtime, "cpu_has_native_bfloat16", lambda: False)
     config = TrainerConfig()
     assert runtime.accelerator_kind() == "cpu"
     assert runtime.choose_precision(config) == "float32"
@@ -18,6 +19,14 @@ def test_a_cpu_trains_in_float32_without_xla_unless_asked():
     forced = dataclasses.replace(config, precision="mixed_bfloat16", jit_compile=True)
     assert runtime.choose_precision(forced) == "mixed_bfloat16"
     assert runtime.choose_jit_compile(forced) is True
+
+
+def test_a_cpu_with_native_bfloat16_trains_in_mixed_bfloat16_unless_asked(monkeypatch):
+    monkeypatch.setattr(runtime, "cpu_has_native_bfloat16", lambda: True)
+    assert runtime.choose_precision(TrainerConfig()) == "mixed_bfloat16"
+    assert runtime.choose_jit_compile(TrainerConfig()) is False  # native units need no XLA
+    forced = TrainerConfig(precision="float32")
+    assert runtime.choose_precision(forced) == "float32"
 
 
 def _tf_config(monkeypatch, cluster, task_type, index):
