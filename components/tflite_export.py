@@ -32,7 +32,7 @@ from components import metadata_keys
 from components.eval_split import read_batches, split_files
 from components.evaluation_report import EvalScores, EvaluationReport, read_scores
 from components.trainer.export import IMAGES_SIGNATURE
-from components.trainer.model import BackboneInput, in_float32
+from components.trainer.model import in_float32
 from components.trainer.preprocessing import CHANNELS, Normalization, decode_and_resize, normalize
 from components.trainer.serving_assets import read_normalization
 from data_prep.cores import usable_cores
@@ -69,7 +69,6 @@ def rebuild_keras_model(saved_model_dir: str) -> keras.Model:
     [root] = [node for node in metadata.nodes if node.node_path == "root"]
     model = keras.models.model_from_json(
         json.dumps(in_float32(json.loads(root.metadata)["model_config"])),
-        custom_objects={keras.saving.get_registered_name(BackboneInput): BackboneInput},
     )
     restored = model.load_weights(os.path.join(saved_model_dir, VARIABLES_PREFIX))
     restored.assert_existing_objects_matched()

@@ -93,21 +93,15 @@ def float32_twin(model: keras.Model) -> keras.Model:
     in float32: what the export serves, so a model trained under a mixed policy runs at full
     speed on any CPU (one without native bfloat16 emulates it, 9x float32's step time here) and
     the Evaluator scores exactly the graph that is served."""
-    if all(layer.compute_dtype == "float32" for layer in _all_layers(model)):
+    config = model.get_config()
+    float32_config = in_float32(config)
+    if float32_config == config:
         return model
     twin = keras.Model.from_config(
-        in_float32(model.get_config()),
-        custom_objects={keras.saving.get_registered_name(BackboneInput): BackboneInput},
+        float32_config,
     )
     twin.set_weights(model.get_weights())
     return twin
-
-
-def _all_layers(model: keras.Model):
-    for layer in model.layers:
-        yield layer
-        if isinstance(layer, keras.Model):
-            yield from _all_layers(layer)
 
 
 def backbone_of(model: keras.Model) -> keras.Model:
