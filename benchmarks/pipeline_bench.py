@@ -33,6 +33,11 @@ EPOCHS = int(os.environ.get("BENCH_PIPELINE_EPOCHS", "2"))
 BEAM_ARGS = shlex.split(os.environ.get("BENCH_PIPELINE_BEAM", ""))
 TRAINER = "Trainer"
 PREFIX = "pipeline"
+# One run per size gives both times and memory, so memory is sampled seldom: each sample costs
+# about 10 ms of a core per process (benchmarks/process_tree.py), about 3% of one core here,
+# against 40% at the 50 ms the ingest's separate memory runs use. The pipeline's peaks (the
+# Trainer, the Evaluator) last seconds.
+MEMORY_SAMPLE_S = 1.0
 
 
 def run_pipeline(data_dir: str, build_dir: str) -> dict:
@@ -51,7 +56,7 @@ def run_pipeline(data_dir: str, build_dir: str) -> dict:
     command += ["--set", "min_accuracy=0"]
     if BEAM_ARGS:
         command += ["--", *BEAM_ARGS]
-    finished = run_measured(command)
+    finished = run_measured(command, sample_every_s=MEMORY_SAMPLE_S)
     if finished.returncode != 0:
         raise RuntimeError(f"imgpipe run on {data_dir} exited {finished.returncode}")
     config = local_preset(data_dir, build_dir)

@@ -1,6 +1,13 @@
-"""Runs a benchmark contender in a child process while sampling the resident memory of that
-process and all its children (Beam's workers, TFX's subprocesses), so the peak covers the job;
-its CPU time comes with it."""
+"""Runs a benchmark contender in a child process; its wall and CPU time come back, and, when
+asked, the peak memory of that process and all its children (Beam's workers, TFX's subprocesses),
+so the peak covers the job.
+
+Sampling memory is not free: one sample of a 500 MB process's PSS reads its smaps_rollup (about
+10 ms of kernel time), and finding the tree walks /proc (about 3 ms). Sampled every 50 ms, a job
+of three processes lost about 40% of a core to the sampler, which on two cores slowed a job that
+uses both (the ingest's forked children: 26.4 s unsampled against 32.9 s sampled, side by side)
+and not a single-process loop, whose idle core absorbed it. So time is measured in runs that
+sample nothing, and memory in runs of their own."""
 
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ class Finished:
     returncode: int
     stdout: str
     seconds: float
-    peak_rss_bytes: int
+    peak_rss_bytes: int  # 0 when memory was not sampled
     # The peak summed proportional set size: shared pages counted once over the tree. The RSS
     # sum counts a forked child's pages shared with its parent once per process, so a parent
     # and two forked children (the ingest's pool, data_prep/parallel.py) show about three
@@ -26,15 +33,17 @@ class Finished:
     cpu_seconds: float  # user + system of the child and the descendants it waited for
 
 
-def run_measured(command: list[str], sample_every_s: float = 0.05) -> Finished:
-    """`command`'s exit status, stdout (stderr discarded), wall seconds, the peak summed RSS of
-    its process tree and its CPU time: on a loaded machine, the work a contender did, which its
-    wall time only shows when it had the cores to itself."""
+def run_measured(command: list[str], sample_every_s: float | None = None) -> Finished:
+    """`command`'s exit status, stdout (stderr discarded), wall seconds and CPU time (on a
+    loaded machine, the work a contender did, which its wall time only shows when it had the
+    cores to itself); with sample_every_s, the peak summed RSS and PSS of its process tree too,
+    at the cost of perturbing its times (see the module's docstring)."""
     started = time.perf_counter()
     child = psutil.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     peak = peak_pss = 0
+    wait_options = 0 if sample_every_s is None else os.WNOHANG
     while True:
-        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        pid, status, usage = os.wait4(child.pid, wait_options)
         if pid:
             break
         try:

@@ -28,8 +28,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindows
 
-from data_prep import progress, running_mode
+from data_prep import beam_construction_memo, progress, running_mode
 from data_prep.config import IngestConfig
+from data_prep.gc_freeze import existing_objects_frozen
 from data_prep.inspection import inspect_sources
 from data_prep.parallel import OrderedWindow
 from data_prep.plan import IngestPlan, ShardSpec, build_plan
@@ -167,12 +168,15 @@ class _PlanOutcomes(beam.CombineFn):
         return [packed for accumulator in accumulators for packed in accumulator]
 
     def extract_output(self, accumulator: list) -> _Plan:
-        outcomes = [outcome for packed in accumulator for outcome in packed.unpack()]
-        plan = build_plan(outcomes, self._config, self._reference_label_map)
-        return _Plan(
-            dataclasses.replace(plan, shards=()),
-            tuple(_Packed.of((shard,)) for shard in plan.shards),
-        )
+        # Planning makes some 100,000 objects for 20,000 files, enough for full collections of
+        # the whole process (data_prep/gc_freeze.py).
+        with existing_objects_frozen():
+            outcomes = [outcome for packed in accumulator for outcome in packed.unpack()]
+            plan = build_plan(outcomes, self._config, self._reference_label_map)
+            return _Plan(
+                dataclasses.replace(plan, shards=()),
+                tuple(_Packed.of((shard,)) for shard in plan.shards),
+            )
 
     def get_accumulator_coder(self):
         return beam.coders.PickleCoder()  # one pickle of packed values (see _Packed)
@@ -367,7 +371,7 @@ def run_ingest(
     args = running_mode.with_local_pickler(args)
     options = PipelineOptions(list(args))
     started = time.monotonic()
-    with beam.Pipeline(options=options) as pipeline:
+    with beam_construction_memo.memoized(), beam.Pipeline(options=options) as pipeline:
         _ = pipeline | "IngestImages" >> IngestImages(sources, config, outputs)
     elapsed = time.monotonic() - started
     LOGGER.info(

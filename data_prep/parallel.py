@@ -24,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from data_prep.cores import usable_cores
+from data_prep.gc_freeze import existing_objects_frozen
 
 _PARENT_CHECK_S = 0.5
 
@@ -36,6 +37,11 @@ def _pool() -> ProcessPoolExecutor:
         initializer=_start_child,
         initargs=(os.getpid(),),
     )
+    # Forked now (a pool that forks forks all its children at its first task), with the
+    # parent's objects frozen (data_prep/gc_freeze.py): 0.8 s less of an ingest of 20,000
+    # photos and 2 CPU s less of its children's time, side by side, three pairs.
+    with existing_objects_frozen():
+        pool.submit(int).result()
     # Stopped by the atexit handlers, which `imgpipe` runs before it ends without the
     # interpreter's teardown: the pool's own exit hook runs only in that teardown, and
     # multiprocessing's atexit handler waits for every child, so it would wait forever. Registered

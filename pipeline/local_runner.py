@@ -15,7 +15,8 @@ from tfx.orchestration import metadata
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
-from pipeline import beam_construction_memo, run_guard
+from data_prep import beam_construction_memo
+from pipeline import run_guard
 from pipeline.beam_tfrecord_checksums import hardware_checksums
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config import PipelineConfig

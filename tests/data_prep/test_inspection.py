@@ -1,5 +1,7 @@
 """read_source: the whole file up to the limit, whatever the chunk size, and never more."""
 
+import types
+
 from data_prep import inspection
 from data_prep.sources import SourceFile
 
@@ -25,3 +27,12 @@ def test_reads_at_most_the_limit(tmp_path, monkeypatch):
 
 def test_an_empty_file_reads_as_no_bytes(tmp_path):
     assert inspection.read_source(_source(tmp_path, 0), 100) == b""
+
+
+def test_a_local_file_that_grew_since_its_size_was_read_is_read_whole(tmp_path, monkeypatch):
+    """The size fstat reports only sizes the first read: bytes beyond it are read too."""
+    monkeypatch.setattr(inspection, "_READ_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(inspection.os, "fstat", lambda fd: types.SimpleNamespace(st_size=10))
+    source = _source(tmp_path, 4321)
+    assert inspection.read_source(source, 10_000) == (tmp_path / "file.bin").read_bytes()
+    assert inspection.read_source(source, 2500) == (tmp_path / "file.bin").read_bytes()[:2500]

@@ -1,6 +1,7 @@
 """OrderedWindow: results in submit order, a bounded window in flight, errors where they occur,
 the work in forked children, and a pool broken by a dead child replaced."""
 
+import gc
 import os
 import signal
 import subprocess
@@ -155,3 +156,13 @@ def test_a_process_that_runs_its_atexit_handlers_then_os_exit_ends():
     )
     finished = subprocess.run([sys.executable, "-c", script], timeout=60, check=False)
     assert finished.returncode == 0
+
+
+def _frozen_objects(_item):
+    return gc.get_freeze_count()
+
+
+def test_children_leave_the_objects_they_inherited_out_of_their_collections(two_workers):
+    """Forked with the parent's objects frozen (data_prep/gc_freeze.py); the parent is not."""
+    assert all(count > 1000 for count in _map(_frozen_objects, range(4)))
+    assert gc.get_freeze_count() == 0

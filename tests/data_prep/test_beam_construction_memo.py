@@ -1,4 +1,4 @@
-"""pipeline/beam_construction_memo.py: Beam's answers unchanged, asked once, and only inside."""
+"""data_prep/beam_construction_memo.py: Beam's answers unchanged, asked once, and only inside."""
 
 import apache_beam as beam
 import pytest
@@ -6,7 +6,7 @@ from apache_beam.options.pipeline_options import DebugOptions, DirectOptions, Pi
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 
-from pipeline import beam_construction_memo
+from data_prep import beam_construction_memo
 
 
 class _CountPerKey(beam.DoFn):
