@@ -14,11 +14,15 @@ from __future__ import annotations
 import io
 import json
 import math
+import multiprocessing
 import os
 import re
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
+
+from data_prep.cores import usable_cores
 
 CLASS_NAMES = ("circle", "cross", "ring", "square", "star", "triangle")
 INFO_FILE = "dataset_info.json"
@@ -70,19 +74,35 @@ def generate_default_dataset(
     os.makedirs(output_dir, exist_ok=True)
     if os.path.exists(info_path):
         os.remove(info_path)  # the old dataset is being replaced: not complete until we finish
-    for class_index, class_name in enumerate(CLASS_NAMES):
-        class_dir = os.path.join(output_dir, class_name)
-        os.makedirs(class_dir, exist_ok=True)
-        file_names = _file_names(class_name, images_per_class)
-        for image_index, file_name in enumerate(file_names):
-            rng = np.random.default_rng([seed, class_index, image_index])
-            image = _render(class_name, image_size, rng)
-            buffer = io.BytesIO()
-            image.save(buffer, format="JPEG", quality=_JPEG_QUALITY)
-            _write_atomic(os.path.join(class_dir, file_name), buffer.getvalue())
-        _remove_stale(class_dir, class_name, set(file_names))
+    # A class per task, in forked processes, one per core: 1,800 images took 5.6 s in one
+    # process. Each image is drawn from its own seed, so the bytes do not depend on the split.
+    workers = min(usable_cores(), len(CLASS_NAMES))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        tasks = [
+            pool.submit(_write_class, output_dir, index, images_per_class, image_size, seed)
+            for index in range(len(CLASS_NAMES))
+        ]
+        for task in tasks:
+            task.result()
     _write_atomic(info_path, (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
     return dict(info["counts"])
+
+
+def _write_class(
+    output_dir: str, class_index: int, images_per_class: int, image_size: int, seed: int
+) -> None:
+    """Draws and writes one class folder's images, then removes its stale files."""
+    class_name = CLASS_NAMES[class_index]
+    class_dir = os.path.join(output_dir, class_name)
+    os.makedirs(class_dir, exist_ok=True)
+    file_names = _file_names(class_name, images_per_class)
+    for image_index, file_name in enumerate(file_names):
+        rng = np.random.default_rng([seed, class_index, image_index])
+        image = _render(class_name, image_size, rng)
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=_JPEG_QUALITY)
+        _write_atomic(os.path.join(class_dir, file_name), buffer.getvalue())
+    _remove_stale(class_dir, class_name, set(file_names))
 
 
 def _file_names(class_name: str, count: int) -> list[str]:
