@@ -57,9 +57,9 @@ class TFLiteModel(artifact.Artifact):
 
 def rebuild_keras_model(saved_model_dir: str) -> keras.Model:
     """The exported Keras model, built from the architecture the SavedModel records and given
-    its variables: the same model keras.models.load_model returns, without recreating the
-    SavedModel's hundred-odd traced functions and reviving every layer from them (profiled:
-    1.7-3.3 s of the export's time, against 0.4 s for this). Fails when a variable of the
+    its variables: the same model keras.models.load_model returns, without reviving every layer
+    from the SavedModel (profiled, when the export still traced every layer: 1.7-3.3 s of the
+    export's time, against 0.4 s for this). Fails when a variable of the
     architecture is missing from the checkpoint. Computes in float32 whatever policy it trained
     under: TFLite has no bfloat16 type (a model trained under mixed_bfloat16 failed both
     conversions, "Failed to convert element type 'bf16'")."""

@@ -64,7 +64,11 @@ def export_model(
         return predict(images)
 
     signatures = {EXAMPLES_SIGNATURE: serve_examples, IMAGES_SIGNATURE: serve_images}
-    model.save(export_dir, save_format="tf", signatures=signatures)
+    # Without a traced function per layer: nothing reads them (serving, TFMA and the report call
+    # the signatures; TFLiteExport and warm starts rebuild the model from its recorded config and
+    # variables). Default model, side by side, two turns: save 0.95, 0.81 s against 3.72, 2.86 s;
+    # tf.saved_model.load 0.25, 0.19 s against 1.29, 0.88 s.
+    model.save(export_dir, save_format="tf", signatures=signatures, save_traces=False)
     write_serving_assets(
         export_dir,
         image_size,

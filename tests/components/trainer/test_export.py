@@ -163,9 +163,11 @@ def test_a_model_trained_under_mixed_bfloat16_is_served_in_float32(tmp_path):
     finally:
         tf.keras.mixed_precision.set_global_policy(previous)
     assert _bfloat16_tensors(_export_graph(model, str(tmp_path / "trained"), config)) == 0
-    pixels = tf.random.stateless_uniform([2, config.image_size, config.image_size, 3], [0, 3])
-    served = tf.saved_model.load(str(tmp_path / "trained"))
-    np.testing.assert_allclose(served(pixels, training=False), model(pixels), atol=0.05)
+    served = tf.saved_model.load(str(tmp_path / "trained")).signatures[export.IMAGES_SIGNATURE]
+    answered = served(images=tf.constant(IMAGES))["probabilities"]
+    assert answered.dtype == tf.float32
+    pixels = tf.stack([preprocess_image(e, config.image_size, NORMALIZATION) for e in IMAGES])
+    np.testing.assert_allclose(answered, model(pixels, training=False), atol=0.05)
 
 
 def _export_graph(model, path, config):
