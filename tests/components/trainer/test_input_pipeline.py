@@ -166,6 +166,23 @@ def test_training_dataset_batches_per_replica_under_an_input_context(shard_patte
     assert f"batches {BATCH} per replica for 2 replica(s)" in described
 
 
+def test_training_runs_untuned_and_evaluation_tuned(shard_pattern):
+    """Training has no tuning thread for its iterator's deletion to wait on (without_autotuning);
+    evaluation keeps tf.data's tuning."""
+    train_plan = input_pipeline.plan_pipeline("train", shard_pattern, SIZE, BATCH, 2**30, True)
+    training = input_pipeline.training_dataset(train_plan, SIZE, NORMALIZATION, 40, 0)
+    eval_plan = input_pipeline.plan_pipeline("eval", shard_pattern, SIZE, BATCH, 2**30, False)
+    evaluation = input_pipeline.eval_dataset(eval_plan, SIZE, NORMALIZATION)
+
+    assert training.options().autotune.enabled is False
+    assert evaluation.options().autotune.enabled is not False
+    assert "untuned" in train_plan.describe() and "untuned" not in eval_plan.describe()
+    iterator = iter(training)
+    for _ in range(3):
+        images, _ = next(iterator)
+        assert images.shape == (BATCH, SIZE, SIZE, 3)
+
+
 # The soft-label stage: label smoothing, MixUp, CutMix on whole batches.
 
 SOFT_BATCH = 6
