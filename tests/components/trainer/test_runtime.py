@@ -5,6 +5,7 @@ import dataclasses
 import json
 
 import pytest
+import tensorflow as tf
 
 from components.trainer import runtime
 from components.trainer.config import TrainerConfig
@@ -86,3 +87,15 @@ def test_no_cpu_flags_to_read_is_not_native_bfloat16(tmp_path):
     arm = tmp_path / "cpuinfo"  # Arm names features, not flags: only x86 flags are read
     arm.write_text("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n")
     assert runtime.cpu_has_native_bfloat16(str(arm)) is False
+
+
+def test_a_single_cpu_replica_iterates_its_dataset_directly():
+    options = runtime.input_options(tf.distribute.MirroredStrategy(["/cpu:0"]))
+    assert options.experimental_replication_mode == tf.distribute.InputReplicationMode.PER_REPLICA
+    assert options.experimental_fetch_to_device is False
+
+
+def test_accelerators_and_other_strategies_keep_the_default_input(monkeypatch):
+    assert runtime.input_options(tf.distribute.get_strategy()) is None
+    monkeypatch.setattr(runtime, "accelerator_kind", lambda: "gpu")
+    assert runtime.input_options(tf.distribute.MirroredStrategy(["/cpu:0"])) is None
