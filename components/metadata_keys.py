@@ -37,6 +37,9 @@ PERFORMANCE_PROPERTY_PREFIX = "perf_"
 # custom_config keys.
 CODE_FINGERPRINT_KEY = "code_fingerprint"
 TRAINER_CONFIG_KEY = "trainer_config"
+# Added by the Trainer's and the Tuner's executors: the class names in id order, from the
+# Examples' label map.
+CLASS_NAMES_KEY = "class_names"
 
 # TFX's own names (restated: importing TFX loads TensorFlow).
 BLESSED_PROPERTY = "blessed"  # tfx.components.evaluator.constants.ARTIFACT_PROPERTY_BLESSED_KEY

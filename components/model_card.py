@@ -19,7 +19,6 @@ from importlib import metadata
 
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
-import tensorflow_transform as tft
 from apache_beam.io.filesystems import FileSystems
 from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
@@ -30,9 +29,10 @@ from tfx.utils import path_utils
 
 from components import evaluation_report, metadata_keys, serving_check, tflite_export
 from components.evaluation_report import shown
+from components.image_example_gen import IngestReport
 from components.model_card_reader import CARD_JSON, CARD_MARKDOWN
 from components.trainer.serving_assets import read_label_names
-from components.transform_module import class_counts
+from data_prep.ingest import IngestOutputs, read_ingest_report
 
 TFLITE_DIR = "tflite"
 EVALUATION_DIR = "evaluation"
@@ -159,7 +159,7 @@ def build_card(
     model: artifact.Artifact,
     model_run: artifact.Artifact,
     examples: artifact.Artifact,
-    transform_graph: artifact.Artifact,
+    ingest_report: artifact.Artifact,
     evaluation: artifact.Artifact,
     model_blessing: artifact.Artifact,
     infra_blessing: artifact.Artifact,
@@ -191,7 +191,7 @@ def build_card(
             "examples_mlmd_artifact_id": examples.id,
             "examples_uri": examples.uri,
             "splits": artifact_utils.decode_split_names(examples.split_names),
-            "train_examples_per_class": class_counts(tft.TFTransformOutput(transform_graph.uri)),
+            "train_examples_per_class": train_examples_per_class(ingest_report),
             "eval_examples_per_class": {
                 row["class"]: row["support"] for row in readable["per_class"]
             },
@@ -219,6 +219,12 @@ def build_card(
         "trainer_reports": trainer_reports(model_run.uri),
         "package_versions": package_versions(),
     }
+
+
+def train_examples_per_class(ingest_report: artifact.Artifact) -> dict[str, int]:
+    """Accepted train images per class, as the ingest counted them."""
+    report = read_ingest_report(IngestOutputs.under(ingest_report.uri))
+    return {name: splits.get("train", 0) for name, splits in report["accepted_per_class"].items()}
 
 
 def card_markdown(card: dict) -> str:
@@ -348,7 +354,7 @@ def ModelCardGen(  # noqa: N802  TFX component names are classes
     model: InputArtifact[standard_artifacts.Model],
     model_run: InputArtifact[standard_artifacts.ModelRun],
     examples: InputArtifact[standard_artifacts.Examples],
-    transform_graph: InputArtifact[standard_artifacts.TransformGraph],
+    ingest_report: InputArtifact[IngestReport],
     evaluation: InputArtifact[standard_artifacts.ModelEvaluation],
     model_blessing: InputArtifact[standard_artifacts.ModelBlessing],
     infra_blessing: InputArtifact[standard_artifacts.InfraBlessing],
@@ -363,7 +369,7 @@ def ModelCardGen(  # noqa: N802  TFX component names are classes
         model,
         model_run,
         examples,
-        transform_graph,
+        ingest_report,
         evaluation,
         model_blessing,
         infra_blessing,

@@ -1,8 +1,9 @@
 """The TFX Trainer's module_file and executor: map FnArgs onto the trainer core (which runs
 without TFX) and record the run's performance report in ML Metadata.
 
-The normalization constants and class names come from the Transform graph, so the model is
-trained and served with statistics computed over the whole train split by Beam. A base_model
+The normalization constants come from the Transform graph, so the model is trained and served
+with statistics computed over the whole train split by Beam; the class names from the label map
+ImageExampleGen recorded on the Examples, the one source of the class set. A base_model
 input (the pipeline's warm-start resolver) is the model this run starts from; its id is recorded
 on the new Model artifact.
 """
@@ -16,14 +17,21 @@ from apache_beam.io.filesystems import FileSystems
 from tfx.components.trainer.executor import GenericExecutor
 from tfx.components.trainer.fn_args_utils import FnArgs
 from tfx.components.util import udf_utils
+from tfx.types import standard_component_specs
 
-from components.metadata_keys import PERFORMANCE_PROPERTY_PREFIX, TRAINER_CONFIG_KEY
+from components.metadata_keys import (
+    CLASS_NAMES_KEY,
+    LABEL_MAP_PROPERTY,
+    PERFORMANCE_PROPERTY_PREFIX,
+    TRAINER_CONFIG_KEY,
+)
 from components.trainer import runtime
 from components.trainer.checkpoints import stable_checkpoint_dir
 from components.trainer.config import TrainerConfig, with_hyperparameters
 from components.trainer.report import read_report, write_report
 from components.trainer.train import train
-from components.transform_module import label_names, normalization_from_transform
+from components.transform_module import normalization_from_transform
+from data_prep.label_map import class_names
 
 METRICS_FILE = "training_metrics.json"
 TUNED_FILE = "tuned_hyperparameters.json"  # the Tuner's values this run trained with
@@ -71,7 +79,7 @@ def run_fn(fn_args: FnArgs) -> None:
         config,
         fn_args.train_files,
         fn_args.eval_files,
-        label_names(transform_output),
+        fn_args.custom_config[CLASS_NAMES_KEY],
         normalization_from_transform(transform_output),
         output_dir=fn_args.model_run_dir,
         serving_model_dir=fn_args.serving_model_dir,
@@ -96,6 +104,7 @@ class TrainerExecutor(GenericExecutor):
     chief's execution checks for and records the exported model."""
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+        exec_properties = with_class_names(input_dict, exec_properties)
         if not runtime.is_chief_task():
             udf_utils.get_fn(exec_properties, "run_fn")(
                 self._GetFnArgs(input_dict, output_dict, exec_properties)
@@ -109,6 +118,27 @@ class TrainerExecutor(GenericExecutor):
         record_report(model, report)
         for base_model in input_dict.get(BASE_MODEL_KEY, []):
             model.set_int_custom_property(WARM_STARTED_FROM_PROPERTY, base_model.id)
+
+
+def with_class_names(input_dict, exec_properties) -> dict:
+    """exec_properties whose custom_config also holds CLASS_NAMES_KEY: the class names in id
+    order, from the label map ImageExampleGen recorded on the Examples."""
+    [examples] = input_dict[standard_component_specs.EXAMPLES_KEY]
+    label_map = examples.get_string_custom_property(LABEL_MAP_PROPERTY)
+    if not label_map:
+        raise ValueError(
+            f"the Examples at {examples.uri} carry no label map (custom property "
+            f"'{LABEL_MAP_PROPERTY}'): train on ImageExampleGen's output"
+        )
+    # TFX serializes an absent custom_config as "null".
+    custom_config = (
+        json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
+    )
+    custom_config[CLASS_NAMES_KEY] = class_names(json.loads(label_map))
+    return {
+        **exec_properties,
+        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(custom_config, sort_keys=True),
+    }
 
 
 def record_report(artifact, report: dict) -> None:

@@ -19,10 +19,15 @@ from tfx.components.tuner import executor as tuner_executor
 from tfx.components.tuner.component import TunerFnResult
 from tfx.dsl.components.base import executor_spec
 
+from components.metadata_keys import CLASS_NAMES_KEY
 from components.trainer.config import TrainerConfig, TuningConfig, with_hyperparameters
 from components.trainer.train import train
-from components.trainer_module import TRAINER_CONFIG_KEY, trainer_config_from_json
-from components.transform_module import label_names, normalization_from_transform
+from components.trainer_module import (
+    TRAINER_CONFIG_KEY,
+    trainer_config_from_json,
+    with_class_names,
+)
+from components.transform_module import normalization_from_transform
 
 TUNING_CONFIG_KEY = "tuning_config"  # custom_config key: TuningConfig as JSON
 OBJECTIVE = "eval_accuracy"
@@ -109,7 +114,7 @@ def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
     trainer = trainer_config_from_json(fn_args.custom_config[TRAINER_CONFIG_KEY])
     tuning = tuning_config_from_json(fn_args.custom_config[TUNING_CONFIG_KEY])
     transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
-    names = label_names(transform_output)
+    names = fn_args.custom_config[CLASS_NAMES_KEY]
     normalization = normalization_from_transform(transform_output)
 
     def train_trial(trial_id: str, values: dict, epochs: int | None) -> float:
@@ -134,7 +139,10 @@ class TunerExecutor(tuner_executor.Executor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
         tuner = tuner_executor.search(
-            input_dict, exec_properties, self._get_tmp_dir(), print_tuning_summary=False
+            input_dict,
+            with_class_names(input_dict, exec_properties),
+            self._get_tmp_dir(),
+            print_tuning_summary=False,
         )
         tuner_executor.write_best_hyperparameters(tuner, output_dict)
         (best_trial,) = tuner.oracle.get_best_trials(1)

@@ -358,7 +358,7 @@ def create_pipeline(
         model=trainer.outputs["model"],
         model_run=trainer.outputs["model_run"],
         examples=example_gen.outputs["examples"],
-        transform_graph=transform.outputs["transform_graph"],
+        ingest_report=example_gen.outputs["ingest_report"],
         evaluation=evaluator.outputs["evaluation"],
         model_blessing=evaluator.outputs["blessing"],
         infra_blessing=serving_check.outputs["blessing"],

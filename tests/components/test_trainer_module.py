@@ -1,10 +1,14 @@
-"""The TFX side of the trainer: config round trip, the stable checkpoint folder, and the report
-as Model artifact properties."""
+"""The TFX side of the trainer: config round trip, the stable checkpoint folder, the class names
+from the Examples, and the report as Model artifact properties."""
 
+import json
+
+import pytest
 from tfx.components.trainer.fn_args_utils import FnArgs
 from tfx.types import standard_artifacts
 
 from components import trainer_module
+from components.metadata_keys import CLASS_NAMES_KEY, LABEL_MAP_PROPERTY
 from components.trainer.config import TrainerConfig
 
 
@@ -45,3 +49,27 @@ def test_report_becomes_typed_custom_properties():
     assert properties["perf_retraces"].int_value == 0
     assert properties["perf_xla"].int_value == 0
     assert properties["perf_devices"].string_value == "a,b"
+
+
+def _examples(label_map: dict | None) -> standard_artifacts.Examples:
+    examples = standard_artifacts.Examples()
+    examples.uri = "/root/imgpipe/ImageExampleGen/examples/1"
+    if label_map is not None:
+        examples.set_string_custom_property(LABEL_MAP_PROPERTY, json.dumps(label_map))
+    return examples
+
+
+def test_class_names_come_from_the_examples_label_map_in_id_order():
+    """The head's outputs follow the ids ImageExampleGen gave, whatever the names' order."""
+    properties = {"custom_config": json.dumps({"trainer_config": "{}"}), "run_fn": "m.f"}
+    examples = _examples({"square": 0, "circle": 1, "arrow": 2})
+    added = trainer_module.with_class_names({"examples": [examples]}, properties)
+    custom_config = json.loads(added["custom_config"])
+    assert custom_config[CLASS_NAMES_KEY] == ["square", "circle", "arrow"]
+    assert custom_config["trainer_config"] == "{}" and added["run_fn"] == "m.f"
+    assert CLASS_NAMES_KEY not in json.loads(properties["custom_config"])  # not changed in place
+
+
+def test_examples_without_a_label_map_are_refused_by_name():
+    with pytest.raises(ValueError, match="carry no label map .* train on ImageExampleGen's output"):
+        trainer_module.with_class_names({"examples": [_examples(None)]}, {"custom_config": "null"})

@@ -1,4 +1,6 @@
-from data_prep.label_map import class_change, merge_label_map
+import pytest
+
+from data_prep.label_map import class_change, class_names, merge_label_map
 
 
 def test_first_span_numbers_classes_in_name_order():
@@ -34,3 +36,16 @@ def test_a_gone_class_keeps_its_id_reserved():
 def test_same_classes_are_no_change():
     reference = {"a": 0, "b": 1}
     assert not class_change(reference, merge_label_map(reference, ["b", "a"]))
+
+
+def test_class_names_are_in_id_order_not_name_order():
+    merged = merge_label_map({"circle": 0, "square": 1}, ["square", "arrow", "circle"])
+    assert class_names(merged) == ["circle", "square", "arrow"]
+
+
+def test_class_names_refuse_a_gap_in_the_ids():
+    """A gone class leaves its id unused: a head trained on such a map would have an output no
+    data trains, so the names are refused rather than shifted."""
+    merged = merge_label_map({"circle": 0, "square": 1, "triangle": 2}, ["circle", "triangle"])
+    with pytest.raises(ValueError, match=r"label ids are not 0\.\.1"):
+        class_names(merged)
