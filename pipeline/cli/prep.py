@@ -9,6 +9,7 @@ import re
 import sys
 
 from data_prep.config import ConfigError, IngestConfig
+from data_prep.gc_freeze import imports_frozen
 from data_prep.image_validation import ImageLimits
 from pipeline import console, exit_codes
 from pipeline.cli.failures import describe_failure, report_failure
@@ -80,7 +81,8 @@ def add_prep(subparsers) -> None:
 
 
 def _run_prep(args, beam_args: list[str]) -> int:
-    from data_prep.ingest import IngestOutputs, run_ingest
+    with imports_frozen():
+        from data_prep.ingest import IngestOutputs, run_ingest
     from data_prep.plan import left_out_message
 
     failure = None

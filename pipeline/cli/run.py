@@ -6,6 +6,7 @@ import logging
 import sys
 
 from data_prep.config import ConfigError
+from data_prep.gc_freeze import imports_frozen
 from pipeline import console, exit_codes
 from pipeline.cli import options
 from pipeline.cli.failures import describe_failure, report_failure
@@ -55,7 +56,8 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     with console.capture(log_path, args.verbose) as shown:
         shown.say(f"imgpipe run: pipeline {config.name}, log {log_path}")
         try:
-            from pipeline.local_runner import run_local
+            with imports_frozen():
+                from pipeline.local_runner import run_local
 
             summary = run_local(
                 config,

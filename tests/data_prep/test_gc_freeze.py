@@ -1,11 +1,22 @@
 """existing_objects_frozen: objects alive before the block are out of collections inside it and
-back in after it, even when the block raises."""
+back in after it, even when the block raises, unless the process froze them before (then they
+stay frozen). imports_frozen: no collection while a command imports, its objects frozen after."""
 
 import gc
 
 import pytest
 
-from data_prep.gc_freeze import existing_objects_frozen
+from data_prep.gc_freeze import existing_objects_frozen, imports_frozen
+
+
+@pytest.fixture(autouse=True)
+def nothing_frozen():
+    """Each test starts and ends with no object frozen: a command run in this test process
+    (imports_frozen) leaves its objects frozen for good."""
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+    gc.enable()
 
 
 def test_objects_alive_before_the_block_are_frozen_only_inside_it():
@@ -27,3 +38,33 @@ def test_garbage_made_inside_the_block_is_still_collected():
         cycle.append(cycle)
         del cycle
         assert gc.collect() >= 1
+
+
+def test_imports_run_without_collections_and_their_objects_stay_frozen():
+    with imports_frozen():
+        assert not gc.isenabled()
+        loaded = [[] for _ in range(1000)]  # what an import leaves alive
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    assert frozen > len(loaded)
+    cycle = []
+    cycle.append(cycle)
+    del cycle
+    assert gc.collect() >= 1  # what is made later is collected as usual
+    assert gc.get_freeze_count() == frozen
+
+
+def test_a_block_of_work_after_the_imports_leaves_them_frozen():
+    with imports_frozen():
+        pass
+    frozen = gc.get_freeze_count()
+    with existing_objects_frozen():
+        pass
+    assert gc.get_freeze_count() >= frozen  # an unfreeze would have made it 0
+
+
+def test_a_caller_s_disabled_collector_stays_disabled():
+    gc.disable()
+    with imports_frozen():
+        pass
+    assert not gc.isenabled()
