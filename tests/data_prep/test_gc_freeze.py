@@ -51,7 +51,8 @@ def test_imports_run_without_collections_and_their_objects_stay_frozen():
     cycle.append(cycle)
     del cycle
     assert gc.collect() >= 1  # what is made later is collected as usual
-    assert gc.get_freeze_count() == frozen
+    # Still frozen: an unfreeze would empty the count (reference counting may free a few).
+    assert gc.get_freeze_count() > frozen // 2
 
 
 def test_a_block_of_work_after_the_imports_leaves_them_frozen():
@@ -60,7 +61,7 @@ def test_a_block_of_work_after_the_imports_leaves_them_frozen():
     frozen = gc.get_freeze_count()
     with existing_objects_frozen():
         pass
-    assert gc.get_freeze_count() >= frozen  # an unfreeze would have made it 0
+    assert gc.get_freeze_count() > frozen // 2  # an unfreeze would have made it 0
 
 
 def test_a_caller_s_disabled_collector_stays_disabled():
