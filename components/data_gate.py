@@ -24,7 +24,7 @@ from components import metadata_keys
 from components.image_example_gen import IngestReport
 from components.ingest_report_reader import IngestReportRecord
 from data_prep import features
-from data_prep.label_map import class_change
+from data_prep.label_map import class_change, names_by_id
 
 ANOMALIES_FILE = "SchemaDiff.pb"  # what ExampleValidator and DistributionValidator write
 ANOMALIES_KEY = "anomalies"  # ExampleValidator's: the span against the schema
@@ -84,7 +84,7 @@ def class_problem(
     )
     return (
         f"classes: {change.describe()} against the pipeline's classes "
-        f"({', '.join(sorted(reference, key=reference.get))}); {hint}"
+        f"({', '.join(names_by_id(reference))}); {hint}"
     )
 
 

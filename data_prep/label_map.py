@@ -28,10 +28,15 @@ def merge_label_map(reference: dict[str, int], class_names) -> dict[str, int]:
     return dict(sorted(merged.items(), key=lambda item: item[1]))
 
 
+def names_by_id(label_map: dict[str, int]) -> list[str]:
+    """The class names in id order (a gone class's id simply missing)."""
+    return sorted(label_map, key=label_map.get)
+
+
 def class_names(label_map: dict[str, int]) -> list[str]:
     """The class names in id order, as a model's outputs are. The gate stops a span that lacks a
     reference class, so the ids a model trains on are 0..n-1; anything else is refused here."""
-    names = sorted(label_map, key=label_map.get)
+    names = names_by_id(label_map)
     if [label_map[name] for name in names] != list(range(len(names))):
         raise ValueError(f"label ids are not 0..{len(names) - 1}: {label_map}")
     return names

@@ -12,6 +12,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 from components import metadata_keys
 from components.ingest_report_reader import IngestReportRecord
 from components.model_card_reader import card_folder
+from data_prep.label_map import names_by_id
 from pipeline import exit_codes, run_guard
 from pipeline.exit_codes import STOPPED_BY_EVALUATOR, STOPPED_BY_GATE, STOPPED_BY_SERVING_CHECK
 from pipeline.lineage.metrics import eval_accuracy, validation_failures
@@ -305,7 +306,7 @@ def _data(graph: MetadataGraph, first: dict[str, int], components, outputs) -> d
         data["new_data"] = any(c.state == "ran" for c in components if c.execution_id in producers)
     if "ingest_report" in first:
         report = IngestReportRecord.read(graph.artifact(first["ingest_report"]))
-        data["class_names"] = tuple(sorted(report.label_map, key=report.label_map.get))
+        data["class_names"] = tuple(names_by_id(report.label_map))
         if report.classes_left_out:
             data["classes_left_out"] = report.classes_left_out
         data["ingest_counts"] = report.counts
