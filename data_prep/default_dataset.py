@@ -11,12 +11,14 @@ which marks the dataset complete.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
 import multiprocessing
 import os
 import re
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -52,6 +54,20 @@ def generate_default_dataset(
     killed run never leaves a half-written JPEG; stale `<class>_NNNN.jpg` files from a run with
     a larger `images_per_class`, and temp files from a killed run, are removed.
     """
+    with drawing_default_dataset(output_dir, images_per_class, image_size, seed) as counts:
+        pass
+    return counts
+
+
+@contextlib.contextmanager
+def drawing_default_dataset(
+    output_dir: str, images_per_class: int = 300, image_size: int = 96, seed: int = 0
+) -> Iterator[dict[str, int]]:
+    """generate_default_dataset, drawn while the caller's block runs: the workers are forked on
+    entry and waited for on exit, where the dataset is marked complete. `imgpipe run` imports
+    TensorFlow, Beam and TFX in the block, seconds of one core that leave the others free. A
+    block that raises cancels the drawing, leaving the dataset incomplete (drawn again next
+    time)."""
     if images_per_class < 1:
         raise ValueError(f"images_per_class must be >= 1, got {images_per_class}")
     if image_size < 32:
@@ -69,7 +85,8 @@ def generate_default_dataset(
     }
     info_path = os.path.join(output_dir, INFO_FILE)
     if _is_complete(output_dir, info_path, info):
-        return dict(info["counts"])
+        yield dict(info["counts"])
+        return
 
     os.makedirs(output_dir, exist_ok=True)
     if os.path.exists(info_path):
@@ -77,15 +94,18 @@ def generate_default_dataset(
     # A class per task, in forked processes, one per core: 1,800 images took 5.6 s in one
     # process. Each image is drawn from its own seed, so the bytes do not depend on the split.
     workers = min(usable_cores(), len(CLASS_NAMES))
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    try:
         tasks = [
             pool.submit(_write_class, output_dir, index, images_per_class, image_size, seed)
             for index in range(len(CLASS_NAMES))
         ]
+        yield dict(info["counts"])
         for task in tasks:
             task.result()
+    finally:
+        pool.shutdown(cancel_futures=True)
     _write_atomic(info_path, (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
-    return dict(info["counts"])
 
 
 def _write_class(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 
@@ -39,13 +40,11 @@ def effective_config(args, beam_args: list[str], generate_data: bool, **changes)
     """The preset, then the config file, then --data, then --set, validated; returns the config
     and the config file's settings (None without --config). When nothing names the data, it is
     the embedded dataset under --build-dir, generated (once valid) when generate_data."""
-    from data_prep.default_dataset import generate_default_dataset
     from pipeline import config_file
     from pipeline.config import override
 
     settings = config_file.read_settings(args.config) if args.config else None
-    named = args.data or (settings or {}).get("ingest", {}).get("input")
-    data = named or os.path.join(args.build_dir, "default_data")
+    data = _named_data(args, settings) or _embedded_data(args.build_dir)
     config = dataclasses.replace(PRESETS[args.preset](data, args.build_dir), **changes)
     config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
     if settings is not None:
@@ -57,9 +56,30 @@ def effective_config(args, beam_args: list[str], generate_data: bool, **changes)
     for setting in args.set:
         config = override(config, setting)
     config.validate()
-    if generate_data and config.ingest.input == data and not named:
-        generate_default_dataset(data)
+    if generate_data:
+        with embedded_data_drawn(args, settings, config):
+            pass
     return config, settings
+
+
+def embedded_data_drawn(args, settings: dict | None, config) -> contextlib.AbstractContextManager:
+    """Draws the embedded dataset while the caller's block runs (forked workers: the block, such
+    as `imgpipe run`'s imports, keeps a core) when the config's input is it and nothing named
+    other data; a block that does nothing else draws it at once. A no-op otherwise."""
+    from data_prep.default_dataset import drawing_default_dataset
+
+    embedded = _embedded_data(args.build_dir)
+    if _named_data(args, settings) or config.ingest.input != embedded:
+        return contextlib.nullcontext()
+    return drawing_default_dataset(embedded)
+
+
+def _named_data(args, settings: dict | None) -> str | None:
+    return args.data or (settings or {}).get("ingest", {}).get("input")
+
+
+def _embedded_data(build_dir: str) -> str:
+    return os.path.join(build_dir, "default_data")
 
 
 def store_flags(parser: argparse.ArgumentParser):

@@ -44,7 +44,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     import signal
 
     try:
-        config, settings = options.effective_config(args, beam_args, generate_data=True)
+        config, settings = options.effective_config(args, beam_args, generate_data=False)
         store_target = options.store_target(args, default_sqlite=config.metadata_path)
         store_target.backend()  # one store named, MySQL credentials only with MySQL
     except ConfigError as error:
@@ -56,7 +56,8 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     with console.capture(log_path, args.verbose) as shown:
         shown.say(f"imgpipe run: pipeline {config.name}, log {log_path}")
         try:
-            with imports_frozen():
+            # A first run draws the embedded dataset on the other cores while this one imports.
+            with options.embedded_data_drawn(args, settings, config), imports_frozen():
                 from pipeline.local_runner import run_local
 
             summary = run_local(

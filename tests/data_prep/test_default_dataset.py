@@ -140,3 +140,23 @@ def test_bad_arguments_raise_value_error(tmp_path, kwargs, argument):
     with pytest.raises(ValueError, match=argument):
         default_dataset.generate_default_dataset(str(tmp_path / "out"), **kwargs)
     assert not (tmp_path / "out").exists()
+
+
+def test_drawing_runs_beside_the_block_and_completes_on_exit(tmp_path):
+    info_path = tmp_path / "beside" / default_dataset.INFO_FILE
+    with default_dataset.drawing_default_dataset(str(tmp_path / "beside"), **SMALL) as counts:
+        assert not info_path.exists()  # not complete until the drawing is waited for
+    assert counts == {name: 3 for name in default_dataset.CLASS_NAMES}
+    assert json.loads(info_path.read_text())["counts"] == counts
+    default_dataset.generate_default_dataset(str(tmp_path / "at_once"), **SMALL)
+    assert _files(tmp_path / "beside") == _files(tmp_path / "at_once")
+
+
+def test_a_block_that_raises_leaves_the_dataset_incomplete(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with default_dataset.drawing_default_dataset(str(tmp_path), **SMALL):
+            raise KeyboardInterrupt
+    assert not (tmp_path / default_dataset.INFO_FILE).exists()
+    counts = default_dataset.generate_default_dataset(str(tmp_path), **SMALL)  # drawn again
+    assert sum(counts.values()) == 3 * len(default_dataset.CLASS_NAMES)
+    assert (tmp_path / default_dataset.INFO_FILE).exists()

@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from pipeline import exit_codes
-from pipeline.cli import main
+from data_prep import default_dataset
+from pipeline.cli import main, options
 from pipeline.cli.prep import parse_size
 from tests.data_prep import image_files
 
@@ -108,6 +109,28 @@ def test_run_overrides_are_checked_before_any_work(tmp_path, capsys, setting, me
     assert main(["run", "--data", str(images), "--build-dir", str(build), "--set", setting]) == 2
     assert message in capsys.readouterr().err
     assert not build.exists()
+
+
+def _config_args(*argv):
+    parser = argparse.ArgumentParser(parents=[options.config_options()])
+    return parser.parse_args(list(argv))
+
+
+@pytest.mark.slow
+def test_run_draws_the_embedded_data_beside_its_imports_only_when_nothing_names_data(tmp_path):
+    named = _config_args("--build-dir", str(tmp_path), "--data", str(tmp_path / "mine"))
+    config, settings = options.effective_config(named, [], generate_data=False)
+    with options.embedded_data_drawn(named, settings, config):
+        pass
+    assert not os.path.exists(tmp_path / "default_data")
+
+    unnamed = _config_args("--build-dir", str(tmp_path))
+    config, settings = options.effective_config(unnamed, [], generate_data=False)
+    assert not os.path.exists(config.ingest.input)
+    with options.embedded_data_drawn(unnamed, settings, config):
+        pass
+    assert config.ingest.input == str(tmp_path / "default_data")
+    assert os.path.exists(os.path.join(config.ingest.input, default_dataset.INFO_FILE))
 
 
 def test_missing_input_is_a_clear_error(tmp_path, capsys):
