@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from pipeline import exit_codes
 from data_prep import default_dataset
+from pipeline import exit_codes
 from pipeline.cli import main, options
 from pipeline.cli.prep import parse_size
 from tests.data_prep import image_files
