@@ -27,7 +27,7 @@ ORCH_STAMP := $(ORCH_VENV)/.installed
 # Airflow keeps its home, SQLite database and logs under build/, never ~/airflow. Parsing the DAG
 # imports TensorFlow and TFX, which takes longer than Airflow's default 30 s on a busy machine.
 AIRFLOW_ENV := AIRFLOW_HOME=$(abspath $(BUILD))/airflow \
-	AIRFLOW__CORE__DAGS_FOLDER=$(abspath pipeline/airflow_dags) \
+	AIRFLOW__CORE__DAGS_FOLDER=$(abspath pipeline/runners/airflow_dags) \
 	AIRFLOW__CORE__LOAD_EXAMPLES=False \
 	AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT=600 \
 	AIRFLOW__CORE__DAG_FILE_PROCESSOR_TIMEOUT=900
@@ -100,7 +100,7 @@ $(ORCH_STAMP): pyproject.toml constraints-orchestrators.txt
 
 airflow-test: $(ORCH_STAMP)
 	$(AIRFLOW_ENV) $(ORCH_BIN)/python -m pytest -q --timeout=2400 \
-		tests/pipeline/test_airflow_runner.py tests/pipeline/test_vertex_runner.py
+		tests/pipeline/runners/test_airflow.py tests/pipeline/runners/test_vertex.py
 
 airflow: $(ORCH_STAMP)
 	$(if $(strip $(DATA)),,$(ORCH_BIN)/imgpipe default-data --output $(BUILD)/default_data)

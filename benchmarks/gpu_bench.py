@@ -101,8 +101,8 @@ def nvidia_smi_gpus() -> int:
 def prepare_real_data(workdir: str, photos: int) -> str:
     """Photo-like JPEGs, ingested into gzip TFRecord shards by the Beam job; returns the train
     split's glob."""
-    from data_prep.config import IngestConfig
     from data_prep.ingest import IngestOutputs, run_ingest
+    from data_prep.ingest_config import IngestConfig
 
     images = write_photo_jpegs(os.path.join(workdir, f"photos_{photos}"), photos, seed=5)
     shards = os.path.join(workdir, f"shards_{photos}")

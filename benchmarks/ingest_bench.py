@@ -37,7 +37,7 @@ def ingest_split_loop(input_dir: str, output_dir: str) -> int:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from data_prep.cores import usable_cores
+    from data_prep.runtime.cores import usable_cores
     from data_prep.sources import list_sources
 
     sources = list_sources(input_dir)
@@ -61,9 +61,9 @@ def _labels(sources) -> list[str]:
 def _loop_over(sources, labels, input_dir: str, output_dir: str, part: tuple[int, int]) -> int:
     """Writes the accepted, first-seen images of sources into one shard per split, numbered
     part = (index, count); returns the number of examples written."""
-    from data_prep import features
-    from data_prep.config import IngestConfig
+    from data_prep.contract import features
     from data_prep.image_validation import Accepted, validate_image
+    from data_prep.ingest_config import IngestConfig
     from data_prep.inspection import read_source
     from data_prep.plan import SHARD_PATTERN, split_of
     from data_prep.tfrecord import GzipTFRecordWriter
@@ -102,8 +102,8 @@ def _loop_over(sources, labels, input_dir: str, output_dir: str, part: tuple[int
 
 def ingest_beam(input_dir: str, output_dir: str) -> int:
     """What `imgpipe prep` runs, imports included."""
-    from data_prep.config import IngestConfig
     from data_prep.gc_freeze import imports_frozen
+    from data_prep.ingest_config import IngestConfig
 
     with imports_frozen():
         from data_prep.ingest import IngestOutputs, run_ingest

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import os
 
-from data_prep.config import IngestConfig
 from data_prep.default_dataset import generate_default_dataset
 from data_prep.ingest import IngestOutputs, run_ingest
+from data_prep.ingest_config import IngestConfig
 
 
 def _ingested(input_dir: str, output_dir: str, config: IngestConfig, split: str = "train") -> str:

@@ -42,10 +42,10 @@ MEMORY_SAMPLE_S = 1.0
 
 def run_pipeline(data_dir: str, build_dir: str) -> dict:
     """One fresh `imgpipe run`: wall seconds, peak memory and each component's seconds."""
-    from components.trainer.config import TrainerConfig
-    from pipeline.config import local_preset
+    from components.trainer.trainer_config import TrainerConfig
     from pipeline.lineage import list_runs
-    from pipeline.local_runner import open_store
+    from pipeline.pipeline_config import local_preset
+    from pipeline.runners.local import open_store
 
     shutil.rmtree(build_dir, ignore_errors=True)
     imgpipe = os.path.join(os.path.dirname(sys.executable), "imgpipe")
@@ -101,7 +101,7 @@ def decode_floor_ms(data_dir: str, image_size: int) -> float:
 
 
 def run(workdir: str) -> list[dict]:
-    from components.trainer.config import TrainerConfig
+    from components.trainer.trainer_config import TrainerConfig
 
     small, large = IMAGES, 4 * IMAGES
     results = {}

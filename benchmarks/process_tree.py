@@ -27,7 +27,7 @@ class Finished:
     peak_rss_bytes: int  # 0 when memory was not sampled
     # The peak summed proportional set size: shared pages counted once over the tree. The RSS
     # sum counts a forked child's pages shared with its parent once per process, so a parent
-    # and two forked children (the ingest's pool, data_prep/parallel.py) show about three
+    # and two forked children (the ingest's pool, data_prep/runtime/parallel.py) show about three
     # times the parent's memory in RSS.
     peak_pss_bytes: int
     cpu_seconds: float  # user + system of the child and the descendants it waited for

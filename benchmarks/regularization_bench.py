@@ -29,7 +29,7 @@ BASELINE = "off"
 
 def default_config(**changes):
     """The default trainer, quiet and without checkpoints (they only cost time here)."""
-    from components.trainer.config import TrainerConfig
+    from components.trainer.trainer_config import TrainerConfig
 
     base = TrainerConfig(checkpoint_every_steps=0, report_input_pipeline=False)
     return dataclasses.replace(base, **changes).validate()

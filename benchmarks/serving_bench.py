@@ -26,9 +26,9 @@ CLASSES = 6
 def _export(directory: str):
     from components.tflite_export import convert, pixels_function
     from components.trainer import export
-    from components.trainer.config import TrainerConfig
     from components.trainer.model import build_model
     from components.trainer.preprocessing import Normalization
+    from components.trainer.trainer_config import TrainerConfig
 
     config = TrainerConfig()
     model = build_model(config, CLASSES)

@@ -59,11 +59,11 @@ def measure(spec: dict) -> dict:
         tf.config.set_logical_device_configuration(cpu, logical)
 
     from components.trainer import input_pipeline, runtime
-    from components.trainer.config import TrainerConfig
     from components.trainer.engine import TrainingEngine
     from components.trainer.preprocessing import Normalization
     from components.trainer.schedule import plan_phases
     from components.trainer.train import model_and_optimizer
+    from components.trainer.trainer_config import TrainerConfig
 
     defaults = TrainerConfig()
     config = TrainerConfig(

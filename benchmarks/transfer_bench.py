@@ -60,7 +60,7 @@ def _write_shard(path: str, images, labels, class_ids: tuple[int, ...]) -> None:
     class_ids order."""
     from PIL import Image
 
-    from data_prep import features
+    from data_prep.contract import features
     from data_prep.tfrecord import GzipTFRecordWriter
 
     with GzipTFRecordWriter(path) as writer:
@@ -94,7 +94,7 @@ def _subset(labels, order, class_ids, per_class: int | None, skip: int) -> list[
 
 
 def _config(**changes):
-    from components.trainer.config import TrainerConfig
+    from components.trainer.trainer_config import TrainerConfig
 
     base = TrainerConfig(
         model=MODEL,

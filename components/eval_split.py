@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from tfx.types import artifact_utils, standard_artifacts
 
-from data_prep import features
+from data_prep.contract import features
 
 _KEYS = (features.IMAGE, features.LABEL, features.SOURCE_PATH)
 

@@ -26,10 +26,11 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
-from tfx.types import artifact, standard_artifacts
+from tfx.types import standard_artifacts
 from tfx.utils import path_utils
 
-from components import metadata_keys, saved_model_cache
+from components import saved_model_cache
+from components.artifacts import EvaluationReport
 from components.eval_split import read_batches, split_files
 from components.trainer.export import EXAMPLES_SIGNATURE
 from components.trainer.serving_assets import read_label_names
@@ -48,12 +49,6 @@ MISCLASSIFIED_FIELDS = (
     "predicted_probability",
     "true_probability",
 )
-
-
-class EvaluationReport(artifact.Artifact):
-    """Per-class metrics, confusion matrix and misclassified eval images of one model."""
-
-    TYPE_NAME = metadata_keys.EVALUATION_REPORT_TYPE
 
 
 def confusion_matrix(labels: np.ndarray, predictions: np.ndarray, classes: int) -> np.ndarray:

@@ -17,18 +17,12 @@ from tfx.dsl.component.experimental.annotations import (
 )
 from tfx.dsl.component.experimental.decorators import component
 from tfx.proto import example_gen_pb2
-from tfx.types import artifact, artifact_utils, standard_artifacts
+from tfx.types import artifact_utils, standard_artifacts
 
 from components import metadata_keys
-from data_prep.config import IngestConfig
+from components.artifacts import IngestReport
 from data_prep.ingest import IngestImages, IngestOutputs, prepare_ingest, read_ingest_report
-
-
-class IngestReport(artifact.Artifact):
-    """Every input file's fate (accepted, rejected with a reason, ignored) and the label map;
-    read back by components/ingest_report_reader.py."""
-
-    TYPE_NAME = metadata_keys.INGEST_REPORT_TYPE
+from data_prep.ingest_config import IngestConfig
 
 
 @component(use_beam=True)
@@ -47,9 +41,9 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
       ingest_config: IngestConfig.to_json(), validated when the pipeline is built.
       input_fingerprint: sources.input_fingerprint(input) at pipeline build time: part of the
         execution's identity, so new or changed images invalidate the cache.
-      span: the data drop this ingest is (see pipeline/data_snapshot.py), set on the Examples.
+      span: the data drop this ingest is (see pipeline/gate/data_snapshot.py), set on the Examples.
       reference_label_map: JSON of the pipeline's label ids ("{}" for its first span), which
-        known classes keep (data_prep/label_map.py).
+        known classes keep (data_prep/contract/label_map.py).
     """
     config = IngestConfig.from_json(ingest_config)
     outputs = IngestOutputs.under(ingest_report.uri, examples_dir=examples.uri)

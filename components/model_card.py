@@ -28,8 +28,8 @@ from tfx.types import artifact, artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
 from components import evaluation_report, metadata_keys, serving_check, tflite_export
+from components.artifacts import EvaluationReport, IngestReport, ModelCard, TFLiteModel
 from components.evaluation_report import shown
-from components.image_example_gen import IngestReport
 from components.model_card_reader import CARD_JSON, CARD_MARKDOWN
 from components.trainer.serving_assets import read_label_names
 from data_prep.ingest import IngestOutputs, read_ingest_report
@@ -48,12 +48,6 @@ PACKAGES = (
     "apache-beam",
     "tensorflow-serving-api",
 )
-
-
-class ModelCard(artifact.Artifact):
-    """model_card.json and model_card.md of one model; read back by model_card_reader.py."""
-
-    TYPE_NAME = metadata_keys.MODEL_CARD_TYPE
 
 
 def signature_spec(saved_model_dir: str) -> dict:
@@ -358,8 +352,8 @@ def ModelCardGen(  # noqa: N802  TFX component names are classes
     evaluation: InputArtifact[standard_artifacts.ModelEvaluation],
     model_blessing: InputArtifact[standard_artifacts.ModelBlessing],
     infra_blessing: InputArtifact[standard_artifacts.InfraBlessing],
-    readable_evaluation: InputArtifact[evaluation_report.EvaluationReport],
-    tflite: InputArtifact[tflite_export.TFLiteModel],
+    readable_evaluation: InputArtifact[EvaluationReport],
+    tflite: InputArtifact[TFLiteModel],
     pushed_model: InputArtifact[standard_artifacts.PushedModel],
     model_card: OutputArtifact[ModelCard],
 ) -> None:

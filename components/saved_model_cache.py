@@ -1,5 +1,5 @@
 """The trained SavedModel, loaded once per process for the Evaluator (TFMA, through
-evaluator_module.py), EvaluationReportGen and ServingCheck.
+module_files/evaluator.py), EvaluationReportGen and ServingCheck.
 
 All three load the trained model with TensorFlow alone, and in a local run all three run in one
 process; each load rebuilds the model's functions (0.2 s for the default model, saved without

@@ -25,17 +25,17 @@ from tensorflow.lite.python.convert_phase import ConverterError
 from tf_keras.protobuf import saved_metadata_pb2
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
-from tfx.types import artifact, standard_artifacts
+from tfx.types import standard_artifacts
 from tfx.utils import path_utils
 
-from components import metadata_keys
+from components.artifacts import EvaluationReport, TFLiteModel
 from components.eval_split import read_batches, split_files
-from components.evaluation_report import EvalScores, EvaluationReport, read_scores
+from components.evaluation_report import EvalScores, read_scores
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.model import in_float32
 from components.trainer.preprocessing import CHANNELS, Normalization, decode_and_resize, normalize
 from components.trainer.serving_assets import read_normalization
-from data_prep.cores import usable_cores
+from data_prep.runtime.cores import usable_cores
 
 FILES = {"float32": "model_float32.tflite", "float16": "model_float16.tflite"}
 REPORT_FILE = "tflite_report.json"
@@ -47,12 +47,6 @@ IMAGES_SIGNATURE_REFUSED_OPS = ("tf.DecodeImage", "tf.ScaleAndTranslate")
 
 KERAS_METADATA_FILE = "keras_metadata.pb"  # where a Keras-made SavedModel records its layers
 VARIABLES_PREFIX = os.path.join("variables", "variables")  # the SavedModel's checkpoint
-
-
-class TFLiteModel(artifact.Artifact):
-    """TFLite models of a trained Model and how closely they match it on the eval split."""
-
-    TYPE_NAME = metadata_keys.TFLITE_MODEL_TYPE
 
 
 def rebuild_keras_model(saved_model_dir: str) -> keras.Model:

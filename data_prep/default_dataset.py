@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from data_prep.cores import usable_cores
+from data_prep.runtime.cores import usable_cores
 
 CLASS_NAMES = ("circle", "cross", "ring", "square", "star", "triangle")
 INFO_FILE = "dataset_info.json"

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from data_prep.native_stderr import capture_native_stderr
+from data_prep.runtime.native_stderr import capture_native_stderr
 
 _JPEG_FAMILY = ("JPEG", "MPO")
 _LIKELY_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")

@@ -28,12 +28,13 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindows
 
-from data_prep import beam_construction_memo, progress, running_mode
-from data_prep.config import IngestConfig
+from data_prep import beam_construction_memo
 from data_prep.gc_freeze import existing_objects_frozen
+from data_prep.ingest_config import IngestConfig
 from data_prep.inspection import inspect_sources
-from data_prep.parallel import OrderedWindow
 from data_prep.plan import IngestPlan, ShardSpec, build_plan
+from data_prep.runtime import progress, running_mode
+from data_prep.runtime.parallel import OrderedWindow
 from data_prep.shards import write_shard
 from data_prep.sources import SourceFile, list_sources
 
@@ -95,7 +96,7 @@ def _inspect_packed(bundle: _Packed, limits) -> _Packed:
 
 
 class _InspectBundle(beam.DoFn):
-    """Inspects each bundle on the worker's pool of processes (data_prep/parallel.py) and
+    """Inspects each bundle on the worker's pool of processes (data_prep/runtime/parallel.py) and
     outputs its outcomes. The pool goes on with the next bundles meanwhile (one window across
     the elements), so no core waits while Beam codes an output or hands in the next element.
     Reports its worker's progress after the first bundle and then every few seconds, so a long
@@ -366,7 +367,7 @@ def run_ingest(
     """
     sources = prepare_ingest(config, outputs)
     # The local DirectRunner unless beam_args name a runner (a later flag wins), in process and
-    # with cloudpickle, unless they name their own (data_prep/running_mode.py).
+    # with cloudpickle, unless they name their own (data_prep/runtime/running_mode.py).
     args = running_mode.ingest_running_mode(("--runner=DirectRunner", *(beam_args or ())))
     args = running_mode.with_local_pickler(args)
     options = PipelineOptions(list(args))

@@ -20,7 +20,7 @@ from data_prep.image_validation import (
     identify_format,
     validate_image,
 )
-from data_prep.native_stderr import capture_native_stderr
+from data_prep.runtime.native_stderr import capture_native_stderr
 from data_prep.sources import SourceFile
 
 ACCEPTED, REJECTED, IGNORED = "accepted", "rejected", "ignored"

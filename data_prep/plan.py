@@ -11,10 +11,10 @@ import dataclasses
 import hashlib
 import math
 
-from data_prep.config import IngestConfig
+from data_prep.contract.label_map import merge_label_map
 from data_prep.image_validation import Reason
+from data_prep.ingest_config import IngestConfig
 from data_prep.inspection import ACCEPTED, IGNORED, REJECTED, FileOutcome
-from data_prep.label_map import merge_label_map
 from data_prep.sources import SourceFile
 
 SHARD_PATTERN = "Split-{split}/data_tfrecord-{index:05d}-of-{count:05d}.gz"
@@ -71,7 +71,8 @@ def build_plan(
     config: IngestConfig,
     reference_label_map: dict[str, int] | None = None,
 ) -> IngestPlan:
-    """reference_label_map: the ids earlier spans gave (see data_prep/label_map.py); without
+    """reference_label_map: the ids earlier spans gave (see data_prep/contract/label_map.py);
+    without
     one, classes are numbered in name order."""
     outcomes = sorted(outcomes, key=lambda outcome: outcome.source.relative_path)
     kept, deduped = _dedupe([o for o in outcomes if o.status == ACCEPTED])

@@ -13,11 +13,11 @@ import hashlib
 
 from apache_beam.io.filesystems import FileSystems
 
-from data_prep import features
+from data_prep.contract import features
 from data_prep.image_validation import Accepted, ImageLimits, Reason, validate_image
 from data_prep.inspection import read_source
-from data_prep.native_stderr import capture_native_stderr
 from data_prep.plan import PlannedExample, ShardSpec
+from data_prep.runtime.native_stderr import capture_native_stderr
 from data_prep.tfrecord import GzipTFRecordWriter
 
 

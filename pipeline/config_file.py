@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from data_prep.config import ConfigError
-from pipeline.config import PipelineConfig, override
+from data_prep.ingest_config import ConfigError
+from pipeline.pipeline_config import PipelineConfig, override
 
 
 def read_settings(path: str) -> dict:

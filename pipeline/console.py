@@ -22,7 +22,7 @@ from typing import IO
 
 from absl import logging as absl_logging
 
-from data_prep import progress
+from data_prep.runtime import progress
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # What TFX's LocalDagRunner and launcher log around each component (absl logging).

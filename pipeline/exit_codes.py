@@ -46,10 +46,10 @@ def of_run(pushed: bool, stopped_by: str | None, failed: bool) -> int:
 
 def of_error(error: BaseException) -> int:
     """The status of a command whose work raised `error`."""
-    from data_prep.config import ConfigError
     from data_prep.ingest import IngestFailed
+    from data_prep.ingest_config import ConfigError
     from data_prep.sources import SourceError
-    from pipeline.run_guard import RunBusy
+    from pipeline.runners.run_guard import RunBusy
 
     if isinstance(error, KeyboardInterrupt):
         return INTERRUPTED

@@ -24,22 +24,26 @@ from tfx.proto import distribution_validator_pb2, pusher_pb2, trainer_pb2, trans
 from tfx.types import standard_artifacts
 from tfx.types.channel import Channel
 
-from components import evaluator_module, trainer_module, transform_module, tuner_module
-from components.curated_schema_gen import CuratedSchemaGen
-from components.data_gate import DataGate
 from components.evaluation_report import EvaluationReportGen
+from components.gate.curated_schema_gen import CuratedSchemaGen
+from components.gate.data_gate import DataGate
 from components.image_example_gen import ImageExampleGen
 from components.metadata_keys import CODE_FINGERPRINT_KEY, TRAINER_CONFIG_KEY
 from components.model_card import ModelCardGen
+from components.module_files import evaluator as evaluator_module
+from components.module_files import trainer as trainer_module
+from components.module_files import transform as transform_module
+from components.module_files import tuner as tuner_module
+from components.module_files.trainer import TrainerExecutor, trainer_config_to_json
+from components.module_files.transform import IMAGE_SIZE_KEY
+from components.module_files.tuner import TUNING_CONFIG_KEY, Tuner, tuning_config_to_json
 from components.serving_check import ServingCheck
 from components.tflite_export import TFLiteExport
 from components.trainer.export import EXAMPLES_SIGNATURE
-from components.trainer_module import TrainerExecutor, trainer_config_to_json
-from components.transform_module import IMAGE_SIZE_KEY
-from components.tuner_module import TUNING_CONFIG_KEY, Tuner, tuning_config_to_json
-from data_prep import features
+from data_prep.contract import features
 from pipeline import warm_start_strategy
-from pipeline.baseline_strategy import (
+from pipeline.code_fingerprint import OWN_PACKAGES
+from pipeline.gate.baseline_strategy import (
     BLESSING_KEY,
     CANDIDATE_KEY,
     MODEL_KEY,
@@ -47,10 +51,9 @@ from pipeline.baseline_strategy import (
     BaselineBeforeCandidateStrategy,
     BlessedTrainingStatisticsStrategy,
 )
-from pipeline.beam_options import resolve_beam_args
-from pipeline.code_fingerprint import OWN_PACKAGES
-from pipeline.config import GateConfig, PipelineConfig
-from pipeline.data_snapshot import SCHEMA_NODE, SCHEMA_OUTPUT_KEY, DataSnapshot
+from pipeline.gate.data_snapshot import SCHEMA_NODE, SCHEMA_OUTPUT_KEY, DataSnapshot
+from pipeline.pipeline_config import GateConfig, PipelineConfig
+from pipeline.runners.beam_options import resolve_beam_args
 from pipeline.warm_start_strategy import BlessedBeforeExamplesStrategy
 
 # The user code by import path, not module_file: TFX then neither builds a wheel of components/

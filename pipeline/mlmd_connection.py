@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from data_prep.config import ConfigError
+from data_prep.ingest_config import ConfigError
 
 ENV_PREFIX = "IMGPIPE_MLMD_"
 BACKENDS = ("sqlite", "mysql", "grpc")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tfx import types
 from tfx.dsl.components.common import resolver
 
-from pipeline.baseline_strategy import BLESSING_KEY, MODEL_KEY, blessings_by_model
+from pipeline.gate.baseline_strategy import BLESSING_KEY, MODEL_KEY, blessings_by_model
 
 EXAMPLES_KEY = "examples"
 

@@ -20,7 +20,7 @@ import tf_keras as keras
 from components.trainer.model import float32_twin
 from components.trainer.preprocessing import CHANNELS, Normalization, preprocess_image
 from components.trainer.serving_assets import write_serving_assets
-from data_prep import features
+from data_prep.contract import features
 
 EXAMPLES_SIGNATURE = "serving_default"
 IMAGES_SIGNATURE = "serving_images"

@@ -26,7 +26,6 @@ import logging
 
 import tensorflow as tf
 
-from components.trainer.config import TrainerConfig
 from components.trainer.preprocessing import (
     CHANNELS,
     Normalization,
@@ -34,8 +33,9 @@ from components.trainer.preprocessing import (
     augment_encoded,
     preprocess_image,
 )
-from data_prep import features
-from data_prep.cores import usable_cores
+from components.trainer.trainer_config import TrainerConfig
+from data_prep.contract import features
+from data_prep.runtime.cores import usable_cores
 
 LOGGER = logging.getLogger(__name__)
 MAX_PARALLEL_READS = 16  # shards read at once; more only adds open files and buffers

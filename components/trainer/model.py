@@ -17,8 +17,8 @@ import tensorflow as tf
 import tf_keras as keras
 from tensorflow.python.autograph.core import config as autograph_config
 
-from components.trainer.config import APPLICATIONS, TrainerConfig
 from components.trainer.preprocessing import CHANNELS, Normalization
+from components.trainer.trainer_config import APPLICATIONS, TrainerConfig
 
 # The tf_keras.applications module whose preprocess_input matches each backbone's weights. For
 # MobileNetV3 and EfficientNet it is the identity: their rescaling is built into the model

@@ -13,8 +13,8 @@ import dataclasses
 
 import tensorflow as tf
 
-from data_prep import features
-from data_prep.config import ConfigError
+from data_prep.contract import features
+from data_prep.ingest_config import ConfigError
 
 CHANNELS = 3  # RGB; grayscale and RGBA inputs are converted by decode_and_resize
 # Augmentation strengths. Shapes keep their class under flips and mild zoom; brightness is in

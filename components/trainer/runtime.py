@@ -13,7 +13,7 @@ import os
 
 import tensorflow as tf
 
-from components.trainer.config import TrainerConfig
+from components.trainer.trainer_config import TrainerConfig
 
 MIN_MIXED_FLOAT16_CAPABILITY = (7, 0)  # Volta: the first GPUs with float16 tensor cores
 # Linux /proc/cpuinfo flags of x86 CPUs that compute bfloat16 in hardware (Sapphire Rapids' AMX,

@@ -24,8 +24,8 @@ import math
 import tensorflow as tf
 import tf_keras as keras
 
-from components.trainer.config import TrainerConfig
 from components.trainer.model import backbone_of
+from components.trainer.trainer_config import TrainerConfig
 
 
 @dataclasses.dataclass(frozen=True)

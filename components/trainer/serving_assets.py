@@ -22,7 +22,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
 from components.trainer.preprocessing import Normalization
-from data_prep import features
+from data_prep.contract import features
 
 ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"  # the name TensorFlow Serving looks for

@@ -20,15 +20,15 @@ import tf_keras as keras
 
 from components.trainer import input_pipeline, runtime
 from components.trainer.checkpoints import RunCheckpoints
-from components.trainer.config import TrainerConfig
 from components.trainer.engine import TrainingEngine
 from components.trainer.export import export_model
 from components.trainer.model import build_model
 from components.trainer.preprocessing import Normalization
 from components.trainer.report import PerformanceReport, StepTimes, write_report
 from components.trainer.schedule import Phase, PhasedSchedule, apply_phase, phase_at, plan_phases
+from components.trainer.trainer_config import TrainerConfig
 from components.trainer.warm_start import load_base_weights
-from data_prep import progress
+from data_prep.runtime import progress
 
 
 def train(

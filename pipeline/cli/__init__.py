@@ -10,7 +10,8 @@ import os
 import sys
 import warnings
 
-from pipeline.cli import config, predict, prep, queries, run, schema, ui, vertex
+from pipeline.cli import config_command as config
+from pipeline.cli import predict, prep, queries, run, schema, ui, vertex
 
 LOGGED_COMMANDS = ("run", "prep")  # their console.capture sends the native stderr to a run log
 

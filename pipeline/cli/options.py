@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import os
 
-from pipeline.config import PRESETS
+from pipeline.pipeline_config import PRESETS
 
 
 def config_options() -> argparse.ArgumentParser:
@@ -30,8 +30,8 @@ def config_options() -> argparse.ArgumentParser:
         metavar="FIELD=VALUE",
         help="override one setting (after --config), e.g. trainer.epochs=5, "
         "trainer.precision=mixed_bfloat16, trainer.jit_compile=true, min_accuracy=0.8 "
-        "(repeatable; the fields are documented in pipeline/config.py and "
-        "components/trainer/config.py)",
+        "(repeatable; the fields are documented in pipeline/pipeline_config.py and "
+        "components/trainer/trainer_config.py)",
     )
     return parent
 
@@ -41,7 +41,7 @@ def effective_config(args, beam_args: list[str], generate_data: bool, **changes)
     and the config file's settings (None without --config). When nothing names the data, it is
     the embedded dataset under --build-dir, generated (once valid) when generate_data."""
     from pipeline import config_file
-    from pipeline.config import override
+    from pipeline.pipeline_config import override
 
     settings = config_file.read_settings(args.config) if args.config else None
     data = _named_data(args, settings) or _embedded_data(args.build_dir)

@@ -8,9 +8,9 @@ import logging
 import re
 import sys
 
-from data_prep.config import ConfigError, IngestConfig
 from data_prep.gc_freeze import imports_frozen
 from data_prep.image_validation import ImageLimits
+from data_prep.ingest_config import ConfigError, IngestConfig
 from pipeline import console, exit_codes
 from pipeline.cli.failures import describe_failure, report_failure
 

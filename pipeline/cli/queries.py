@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from data_prep.config import ConfigError
+from data_prep.ingest_config import ConfigError
 from pipeline import exit_codes
 from pipeline.cli import options
 
@@ -75,8 +75,10 @@ def add_lineage(subparsers) -> None:
 def _run_query(args, beam_args: list[str]) -> int:
     from ml_metadata import errors
 
-    from pipeline import lineage, lineage_format, run_guard
+    from pipeline import lineage
+    from pipeline.lineage import formatting as lineage_format
     from pipeline.mlmd_connection import StoreNotFound
+    from pipeline.runners import run_guard
 
     command = "runs" if args.query in ("runs", "diff") else "lineage"
     try:

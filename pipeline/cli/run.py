@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from data_prep.config import ConfigError
 from data_prep.gc_freeze import imports_frozen
+from data_prep.ingest_config import ConfigError
 from pipeline import console, exit_codes
 from pipeline.cli import options
 from pipeline.cli.failures import describe_failure, report_failure
@@ -58,7 +58,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
         try:
             # A first run draws the embedded dataset on the other cores while this one imports.
             with options.embedded_data_drawn(args, settings, config), imports_frozen():
-                from pipeline.local_runner import run_local
+                from pipeline.runners.local import run_local
 
             summary = run_local(
                 config,
@@ -82,7 +82,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
 def _print_summary(summary, config, build_dir: str, log_path: str, store: str) -> None:
     """This run's summary (the components were shown live as they ran), then where to look
     further: the store, the pushed model's lineage, the run report and the log."""
-    from pipeline.lineage_format import format_run_summary
+    from pipeline.lineage.formatting import format_run_summary
     from pipeline.ui.report import report_path
 
     print(format_run_summary(summary, config.min_accuracy))

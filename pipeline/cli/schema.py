@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from data_prep.config import ConfigError
+from data_prep.ingest_config import ConfigError
 from pipeline import exit_codes
 from pipeline.cli import options
 
@@ -32,10 +32,10 @@ def add_schema(subparsers) -> None:
 def _run_schema(args, beam_args: list[str]) -> int:
     from apache_beam.io.filesystems import FileSystems
 
-    from components.curated_schema_gen import SCHEMA_FILE
-    from pipeline.config import PipelineConfig
-    from pipeline.data_snapshot import decided_schema_uri
+    from components.gate.curated_schema_gen import SCHEMA_FILE
+    from pipeline.gate.data_snapshot import decided_schema_uri
     from pipeline.mlmd_connection import StoreNotFound
+    from pipeline.pipeline_config import PipelineConfig
 
     pipeline = args.pipeline or PipelineConfig.name
     try:

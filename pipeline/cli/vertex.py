@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from data_prep.config import ConfigError
+from data_prep.ingest_config import ConfigError
 from pipeline import exit_codes
 from pipeline.cli import options
 
@@ -16,7 +16,8 @@ def add_compile_vertex(subparsers) -> None:
         parents=[options.config_options()],
         help="write the Vertex AI / Kubeflow Pipelines job spec (TFX KubeflowV2DagRunner)",
         description="Compiles the pipeline into a PipelineJob JSON for Vertex AI Pipelines or "
-        "Kubeflow Pipelines v2; every component runs in IMAGE, built from pipeline/Dockerfile. "
+        "Kubeflow Pipelines v2; every component runs in IMAGE, built from "
+        "pipeline/runners/Dockerfile. "
         "Compile once per data drop: --span numbers it (Vertex keeps its own ML Metadata). "
         "Arguments after '--' go to Beam for every Beam-based component, e.g. "
         "'-- --runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp'. "
@@ -33,7 +34,7 @@ def add_compile_vertex(subparsers) -> None:
 
 
 def _run_compile_vertex(args, beam_args: list[str]) -> int:
-    from pipeline.vertex_runner import compile_vertex, snapshot_for_vertex
+    from pipeline.runners.vertex import compile_vertex, snapshot_for_vertex
 
     try:
         config, _ = options.effective_config(

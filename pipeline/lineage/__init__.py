@@ -2,7 +2,7 @@
 (which runs a store holds, whoever orchestrated them), runs (one record per run), models
 (upstream and downstream lineage), diff (what changed between runs), images (which datasets used
 an image) and metrics (TFMA readers). Results are plain dataclasses (JSON via dataclasses.asdict);
-pipeline/lineage_format.py turns them into tables. This package's public names are re-exported
+pipeline/lineage/formatting.py turns them into tables. This package's public names are re-exported
 here for callers that ask one question."""
 
 from pipeline.lineage.diff import Change, RunDiff, diff_runs, run_facts

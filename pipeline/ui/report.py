@@ -12,7 +12,7 @@ import os
 import jinja2
 from ml_metadata.metadata_store import metadata_store
 
-from pipeline.airflow_runner import SUMMARIES_DIR, summary_file_name
+from pipeline.runners.airflow import SUMMARIES_DIR, summary_file_name
 from pipeline.ui import media, views
 
 REPORT_SUFFIX = ".html"

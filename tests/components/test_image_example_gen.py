@@ -9,12 +9,13 @@ from ml_metadata.metadata_store import metadata_store
 from tfx import v1 as tfx
 from tfx.types import artifact_utils
 
-from components.image_example_gen import ImageExampleGen, IngestReport
+from components.artifacts import IngestReport
+from components.image_example_gen import ImageExampleGen
 from components.ingest_report_reader import IngestReportRecord
-from data_prep import features
-from data_prep.config import IngestConfig
+from data_prep.contract import features
+from data_prep.ingest_config import IngestConfig
 from data_prep.sources import input_fingerprint
-from pipeline.beam_options import resolve_beam_args
+from pipeline.runners.beam_options import resolve_beam_args
 from tests.data_prep import image_files
 
 pytestmark = pytest.mark.slow

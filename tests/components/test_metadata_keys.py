@@ -3,11 +3,11 @@
 from tfx.components.evaluator import constants as evaluator_constants
 from tfx.components.pusher import executor as pusher_executor
 
-from components import data_gate, metadata_keys
-from components.evaluation_report import EvaluationReport
-from components.image_example_gen import ImageExampleGen, IngestReport
-from components.model_card import ModelCard, ModelCardGen
-from components.tflite_export import TFLiteModel
+from components import metadata_keys
+from components.artifacts import EvaluationReport, IngestReport, ModelCard, TFLiteModel
+from components.gate import data_gate
+from components.image_example_gen import ImageExampleGen
+from components.model_card import ModelCardGen
 
 
 def test_tfx_names_restated_without_importing_tfx_equal_tfx_constants():

@@ -1,6 +1,6 @@
 """Model card pieces that do not need a pipeline run: the input spec read from saved_model.pb,
 the trainer's reports read whatever they hold, package versions. The whole card is checked on a
-pipeline run in tests/pipeline/test_local_runner.py."""
+pipeline run in tests/e2e/test_local_run.py."""
 
 import os
 

@@ -21,8 +21,8 @@ from tfx.types import standard_artifacts
 from components.serving_check import BLESSED_FILE, NOT_BLESSED_FILE, REPORT_FILE, ServingCheck
 from components.serving_probe import check_outputs, stock_tensorflow_problems
 from components.trainer import export, serving_assets
-from components.trainer.config import runlocal
 from components.trainer.model import build_model
+from components.trainer.trainer_config import runlocal
 from tests.components.conftest import NORMALIZATION
 from tests.components.trainer.conftest import LABEL_NAMES as LABELS
 

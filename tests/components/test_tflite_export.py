@@ -17,9 +17,9 @@ from tensorflow.lite.python.convert_phase import ConverterError
 from components import evaluation_report, tflite_export
 from components.eval_split import split_files
 from components.trainer import model as trainer_model
-from components.trainer.config import runlocal
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.preprocessing import normalize
+from components.trainer.trainer_config import runlocal
 from tests.components.conftest import EVAL_EXAMPLES, NORMALIZATION
 
 pytestmark = pytest.mark.slow

@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from data_prep import features
-from data_prep.config import IngestConfig
+from data_prep.contract import features
 from data_prep.ingest import IngestFailed, IngestOutputs, read_source_index, run_ingest
+from data_prep.ingest_config import IngestConfig
 from data_prep.plan import IngestPlan, PlannedExample, ShardSpec
 from data_prep.sources import SourceFile
 from tests.data_prep import image_files
@@ -224,7 +224,8 @@ MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers
 
 
 def test_multi_process_direct_runner(messy_tree, ingested, tmp_path):
-    """Worker processes (what the pipeline runs on large inputs, pipeline/beam_options.py), each
+    """Worker processes (what the pipeline runs on large inputs, pipeline/runners/beam_options.py),
+    each
     with its own threads, give the same dataset as one process."""
     root, _ = messy_tree
     first, _ = ingested
@@ -288,7 +289,8 @@ def _spec(split: str, *names: str) -> ShardSpec:
 def test_shards_are_written_several_at_once(monkeypatch):
     """Each shard in a child process of its own: two shards, two children at once; each writer
     returns its shard's rows of the source index, sorted by path."""
-    from data_prep import ingest, parallel
+    from data_prep import ingest
+    from data_prep.runtime import parallel
 
     monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
     parallel._pool.cache_clear()  # a pool of 2 for this test

@@ -1,8 +1,8 @@
 import collections
 import dataclasses
 
-from data_prep.config import IngestConfig
 from data_prep.image_validation import Reason
+from data_prep.ingest_config import IngestConfig
 from data_prep.inspection import ACCEPTED, IGNORED, REJECTED, FileOutcome
 from data_prep.plan import build_plan, shard_count, split_of
 from data_prep.sources import SourceFile

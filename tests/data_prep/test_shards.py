@@ -5,7 +5,7 @@ import hashlib
 import pytest
 import tensorflow as tf
 
-from data_prep import features
+from data_prep.contract import features
 from data_prep.image_validation import ImageLimits
 from data_prep.plan import PlannedExample, ShardSpec
 from data_prep.shards import IngestError, write_shard

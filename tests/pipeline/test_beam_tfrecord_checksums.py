@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 from apache_beam.io import tfrecordio
 
-from pipeline import local_runner
 from pipeline.beam_tfrecord_checksums import hardware_checksums
+from pipeline.runners import local as local_runner
 from tests.pipeline.tiny_pipeline import tiny_config, write_images
 
 RECORDS = [b"", b"x", bytes(range(256)) * 40]

@@ -9,9 +9,9 @@ from tfx.dsl.compiler import compiler
 
 from pipeline import code_fingerprint as module
 from pipeline.code_fingerprint import PROJECT_ROOT, code_fingerprint, source_files
-from pipeline.config import local_preset
-from pipeline.data_snapshot import DataSnapshot
 from pipeline.factory import create_pipeline
+from pipeline.gate.data_snapshot import DataSnapshot
+from pipeline.pipeline_config import local_preset
 
 
 def _write(root: pathlib.Path, files: dict[str, str]) -> None:

@@ -7,10 +7,10 @@ import pathlib
 import pytest
 import yaml
 
-from data_prep.config import ConfigError
+from data_prep.ingest_config import ConfigError
 from pipeline import config_file
 from pipeline.cli import main
-from pipeline.config import local_preset
+from pipeline.pipeline_config import local_preset
 
 EXAMPLE = str(pathlib.Path(__file__).parents[2] / "pipeline" / "example.yaml")
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from data_prep import progress
+from data_prep.runtime import progress
 from pipeline import console
 
 

@@ -5,14 +5,16 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tfx.components.util import udf_utils
 
-from components import evaluator_module, trainer_module, transform_module
-from components.trainer.config import TuningConfig
-from data_prep import features
-from pipeline.beam_options import resolve_beam_args
-from pipeline.config import local_preset
-from pipeline.data_snapshot import DataSnapshot
+from components.module_files import evaluator as evaluator_module
+from components.module_files import trainer as trainer_module
+from components.module_files import transform as transform_module
+from components.trainer.trainer_config import TuningConfig
+from data_prep.contract import features
 from pipeline.factory import WARM_START_NODE, create_pipeline, statistics_options
+from pipeline.gate.data_snapshot import DataSnapshot
 from pipeline.mlmd_connection import MlmdTarget
+from pipeline.pipeline_config import local_preset
+from pipeline.runners.beam_options import resolve_beam_args
 from tests.components.trainer.conftest import write_shard
 from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
 

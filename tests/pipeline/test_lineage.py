@@ -13,12 +13,13 @@ import sys
 import pytest
 import tensorflow_model_analysis as tfma
 
-from components import image_example_gen, model_card, trainer_module
+from components import image_example_gen, model_card
+from components.module_files import trainer as trainer_module
 from data_prep.sources import input_fingerprint
 from pipeline import exit_codes, lineage
 from pipeline.cli import build_parser, main
 from pipeline.code_fingerprint import code_fingerprint
-from pipeline.local_runner import open_store
+from pipeline.runners.local import open_store
 from tests.data_prep import image_files
 from tests.pipeline.conftest import ACCEPTED, FOUND
 from tests.pipeline.tiny_pipeline import FIRST_RATE, SECOND_RATE

@@ -4,7 +4,7 @@ and clear errors for ambiguous or malformed settings. Only SQLite is opened here
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
-from data_prep.config import ConfigError
+from data_prep.ingest_config import ConfigError
 from pipeline.mlmd_connection import MlmdTarget, StoreNotFound
 
 NO_FLAGS = {"sqlite": None, "mysql": None, "grpc": None, "user": None}

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from pipeline.cli import main
-from pipeline.local_runner import run_local
 from pipeline.mlmd_connection import MlmdTarget
+from pipeline.runners.local import run_local
 from tests.mysql_server import mysql_server, server_binaries
 from tests.pipeline.tiny_pipeline import tiny_config, write_images
 

@@ -4,7 +4,7 @@ such runs that differ in one setting: what the end-to-end tests share."""
 import dataclasses
 import pathlib
 
-from pipeline.config import PipelineConfig, runlocal_preset
+from pipeline.pipeline_config import PipelineConfig, runlocal_preset
 from tests.data_prep import image_files
 
 LABELS = ("cat", "dog", "owl")
@@ -42,7 +42,7 @@ class TwoRuns:
 
     @property
     def store(self):
-        from pipeline.local_runner import open_store
+        from pipeline.runners.local import open_store
 
         return open_store(self.config.metadata_path)
 
@@ -57,7 +57,7 @@ class TwoRuns:
 
 def run_twice(images: pathlib.Path, build: pathlib.Path) -> TwoRuns:
     """Two runs into one store, the second with another learning rate."""
-    from pipeline.local_runner import run_local
+    from pipeline.runners.local import run_local
 
     config = tiny_config(images, build, learning_rate=FIRST_RATE)
     first = run_local(config)

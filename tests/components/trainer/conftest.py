@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from data_prep import features
+from data_prep.contract import features
 from data_prep.tfrecord import GzipTFRecordWriter
 from tests.data_prep import image_files
 

@@ -13,10 +13,10 @@ from tensorflow_serving.apis import prediction_log_pb2
 
 from components.serving_probe import check_outputs
 from components.trainer import export, input_pipeline, serving_assets
-from components.trainer.config import runlocal
 from components.trainer.model import build_model
 from components.trainer.preprocessing import Normalization, preprocess_image
-from data_prep import features
+from components.trainer.trainer_config import runlocal
+from data_prep.contract import features
 from tests.data_prep import image_files
 
 pytestmark = pytest.mark.slow  # builds and exports a SavedModel with both signatures

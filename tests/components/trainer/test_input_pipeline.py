@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 from components.trainer import input_pipeline
-from components.trainer.config import TrainerConfig
 from components.trainer.preprocessing import Normalization
+from components.trainer.trainer_config import TrainerConfig
 from tests.components.trainer.conftest import EXAMPLES_PER_SHARD, LABEL_NAMES, SHARDS
 
 NORMALIZATION = Normalization(mean=(127.0, 127.0, 127.0), std=(64.0, 64.0, 64.0))

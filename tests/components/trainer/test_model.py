@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from components.trainer.config import APPLICATIONS, TrainerConfig, runlocal
 from components.trainer.model import BackboneInput, backbone_of, build_model, float32_twin
 from components.trainer.preprocessing import Normalization, normalize
+from components.trainer.trainer_config import APPLICATIONS, TrainerConfig, runlocal
 
 CLASSES = 3
 NORMALIZATION = Normalization((100.0, 110.0, 120.0), (50.0, 55.0, 60.0))

@@ -9,8 +9,8 @@ from PIL import Image
 
 from components.trainer import preprocessing
 from components.trainer.preprocessing import Normalization
-from data_prep import features
-from data_prep.config import ConfigError
+from data_prep.contract import features
+from data_prep.ingest_config import ConfigError
 from tests.data_prep import image_files
 
 NORMALIZATION = Normalization(mean=(120.0, 110.0, 100.0), std=(60.0, 50.0, 40.0))

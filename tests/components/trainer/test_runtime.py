@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from components.trainer import runtime
-from components.trainer.config import TrainerConfig
+from components.trainer.trainer_config import TrainerConfig
 
 
 def test_a_cpu_trains_in_float32_without_xla_unless_asked(monkeypatch):

@@ -9,11 +9,11 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from components.trainer.config import runlocal
 from components.trainer.engine import TrainingEngine
 from components.trainer.model import backbone_of, build_model
 from components.trainer.preprocessing import Normalization
 from components.trainer.schedule import PhasedSchedule, apply_phase, phase_at, plan_phases
+from components.trainer.trainer_config import runlocal
 
 CLASSES = 3
 NORMALIZATION = Normalization((100.0, 110.0, 120.0), (50.0, 55.0, 60.0))

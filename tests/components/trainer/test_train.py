@@ -17,9 +17,9 @@ import tensorflow as tf
 
 from components.trainer import export, runtime, train
 from components.trainer.checkpoints import RunCheckpoints
-from components.trainer.config import runlocal
 from components.trainer.model import backbone_of, build_model
 from components.trainer.preprocessing import Normalization
+from components.trainer.trainer_config import runlocal
 from tests.components.trainer.conftest import EXAMPLES_PER_SHARD, LABEL_NAMES, SHARDS
 from tests.data_prep import image_files
 

@@ -6,9 +6,9 @@ import pytest
 import tf_keras as keras
 
 from components.trainer import export
-from components.trainer.config import runlocal
 from components.trainer.model import build_model
 from components.trainer.preprocessing import Normalization
+from components.trainer.trainer_config import runlocal
 from components.trainer.warm_start import ClassSetChangedError, load_base_weights
 
 pytestmark = pytest.mark.slow  # every test loads a SavedModel the module fixture exports

@@ -22,8 +22,8 @@ def main() -> None:
         devices = [tf.config.LogicalDeviceConfiguration()] * spec["logical_cpus"]
         tf.config.set_logical_device_configuration(cpu, devices)
     from components.trainer import train
-    from components.trainer.config import runlocal
     from components.trainer.preprocessing import Normalization
+    from components.trainer.trainer_config import runlocal
 
     config = dataclasses.replace(runlocal(), **spec.get("config", {}))
     metrics = train.train(

@@ -1,0 +1,1 @@
+"""The module code TFX components import by name: Transform, Trainer, Tuner, Evaluator."""

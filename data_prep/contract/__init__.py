@@ -1,0 +1,1 @@
+"""The data contract: the Example features and the label map every stage reads."""

@@ -1,0 +1,1 @@
+"""How the ingest runs: worker processes, cores, progress lines, native stderr."""

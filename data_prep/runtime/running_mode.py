@@ -1,0 +1,63 @@
+"""How a Beam job runs on the local DirectRunner: the pipeline's Beam components in this process
+up to a number of input files, one worker process per core above
+(pipeline/runners/beam_options.py); the
+ingest run alone (`imgpipe prep`, run_ingest) in this process at any size, its per-file work in
+forked children of it (data_prep/runtime/parallel.py); and with which pickler.
+"""
+
+from __future__ import annotations
+
+# The pipeline's Beam jobs, which share one set of Beam options: TF ops use every core in
+# process, and each worker process imports TensorFlow. Set where the ingest (then its only
+# mostly-Python job) broke even, `imgpipe prep` on photos, one process with a thread per core
+# against two worker processes, taking turns, best of 2, on the shared machine (load 6-13): 9.3 s
+# vs 28.3 s on 50 files, 24.9 s vs 30.4 s on 5,000, 55.5 s vs 58.2 s on 20,000.
+IN_PROCESS_MAX_FILES = 20_000
+IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+ONE_WORKER_PER_CORE = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
+
+
+def direct_running_mode(input_files: int, in_process_max_files: int) -> tuple[str, ...]:
+    """The DirectRunner flags for a job over input_files files."""
+    return IN_PROCESS if input_files <= in_process_max_files else ONE_WORKER_PER_CORE
+
+
+def with_running_mode(
+    beam_args: tuple[str, ...], input_files: int, in_process_max_files: int
+) -> tuple[str, ...]:
+    """beam_args, then the running mode for input_files unless beam_args name one (the user's
+    choice wins, and its worker count with it)."""
+    if _names_running_mode(beam_args):
+        return beam_args
+    return (*beam_args, *direct_running_mode(input_files, in_process_max_files))
+
+
+# The ingest alone, in process at any size: its forked children (data_prep/runtime/parallel.py)
+# keep the
+# cores busy without what Beam's worker processes cost, each importing Beam (3 s of CPU) and
+# coding every element through the runner's data channel. Measured on 20,000 photos, side by
+# side on the shared machine (loaded): in process 41.5 CPU s, two worker processes (each with
+# its own children) 48.3 CPU s, the plain loop 34.1.
+def ingest_running_mode(beam_args: tuple[str, ...]) -> tuple[str, ...]:
+    """beam_args, then IN_PROCESS unless beam_args name a mode (the user's choice wins)."""
+    return beam_args if _names_running_mode(beam_args) else (*beam_args, *IN_PROCESS)
+
+
+def _names_running_mode(beam_args: tuple[str, ...]) -> bool:
+    return any(arg.split("=", 1)[0] == "--direct_running_mode" for arg in beam_args)
+
+
+# Beam's own alternative to dill (SetupOptions.pickle_library); the DirectRunner's worker
+# processes read it from the same options. Beam's dill wrapper resets dill's logger level around
+# every pickle and unpickle, and each reset clears the cache of every logger in the process; the
+# DirectRunner unpickles every DoFn and coder of a stage as it sets the stage up: 333 resets in
+# an ingest of 50 files, 20% of Transform's time and 8% of the Evaluator's on 1,000 images
+# (py-spy).
+LOCAL_PICKLER = "--pickle_library=cloudpickle"
+
+
+def with_local_pickler(beam_args: tuple[str, ...]) -> tuple[str, ...]:
+    """beam_args, then LOCAL_PICKLER unless beam_args name a pickler."""
+    if any(arg.split("=", 1)[0] == "--pickle_library" for arg in beam_args):
+        return beam_args
+    return (*beam_args, LOCAL_PICKLER)

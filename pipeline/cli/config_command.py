@@ -1,0 +1,36 @@
+"""`imgpipe config show`: the effective settings as a config file."""
+
+from __future__ import annotations
+
+import sys
+
+from data_prep.ingest_config import ConfigError
+from pipeline import exit_codes
+from pipeline.cli import options
+
+
+def add_config(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "config",
+        help="the effective settings: `config show` prints every field as a config file",
+    )
+    show = parser.add_subparsers(dest="config_command", required=True).add_parser(
+        "show",
+        parents=[options.config_options()],
+        help="print the effective config (preset, --config, --set) with its defaults, as YAML",
+        description="Prints every field of the effective pipeline config as a YAML file that "
+        "`--config` reads back to the same config.",
+    )
+    show.set_defaults(handler=_run_config_show)
+
+
+def _run_config_show(args, beam_args: list[str]) -> int:
+    from pipeline import config_file
+
+    try:
+        config, _ = options.effective_config(args, beam_args, generate_data=False)
+    except ConfigError as error:
+        print(f"imgpipe config: error: {error}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    print(config_file.dump(config), end="")
+    return exit_codes.OK

@@ -1,0 +1,109 @@
+"""Runs the pipeline on this machine: LocalDagRunner, Beam DirectRunner, SQLite ML Metadata."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+
+from ml_metadata.metadata_store import metadata_store
+from tfx.dsl.compiler import constants
+from tfx.orchestration import metadata
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
+
+from data_prep import beam_construction_memo
+from pipeline.beam_tfrecord_checksums import hardware_checksums
+from pipeline.code_fingerprint import code_fingerprint
+from pipeline.factory import create_pipeline
+from pipeline.gate.data_snapshot import take_snapshot
+from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
+from pipeline.mlmd_connection import MlmdTarget
+from pipeline.pipeline_config import PipelineConfig
+from pipeline.runners import run_guard
+from pipeline.ui.report import report_path, write_report
+
+LOGGER = logging.getLogger(__name__)
+
+
+def open_store(metadata_path: str) -> metadata_store.MetadataStore:
+    return metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(metadata_path))
+
+
+@contextlib.contextmanager
+def _argv_for_libraries() -> Iterator[None]:
+    """TFX's Beam executors re-parse sys.argv with absl, which reads our own flags (`-v`) as its
+    own (`--verbosity`); they see only the program name while the pipeline runs."""
+    saved = sys.argv
+    sys.argv = saved[:1]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def run_local(
+    config: PipelineConfig,
+    wait: bool = True,
+    on_wait: Callable[[str], None] = lambda message: None,
+    config_file: str | None = None,
+    store_target: MlmdTarget | None = None,
+) -> PipelineRun:
+    """Validates, takes the pipeline's lock (waiting when `wait`, else raising RunBusy), marks
+    what a dead earlier run left RUNNING as failed, numbers the input's span, runs the whole
+    pipeline, summarizes this run (not the store's newest) from ML Metadata and writes its
+    self-contained HTML report beside the run summaries.
+
+    config_file: the settings the run's config file gave (JSON), recorded with the run. A
+    Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates. A span the data
+    gate stops ends the run without an exception: its record says why (stopped_by,
+    not_pushed_reason); any other component's failure propagates.
+    store_target: the ML Metadata store to write (default: config.metadata_path, SQLite). The
+    lock file stays beside config.metadata_path, so with a server store it orders the runs of
+    one build folder; an orchestrator (Airflow's max_active_runs=1) orders them across hosts.
+    """
+    config.validate()
+    os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
+    connection = (store_target or MlmdTarget(sqlite=config.metadata_path)).connection_config(
+        read_only=False
+    )
+    store = metadata_store.MetadataStore(connection)
+    lock = run_guard.exclusive_run(config.metadata_path, config.name, wait, on_wait)
+    with lock as (holder, previous):
+        run_guard.mark_orphans(store, config.name, previous)
+        data = take_snapshot(config.ingest.input, store, config.name)
+        pipeline = create_pipeline(config, data, code_fingerprint, connection)
+        # Compiled here (as LocalDagRunner.run does) so that this process names its own run.
+        ir = tfx_runner._make_pipeline_proto(pipeline)  # noqa: SLF001
+        run_id = datetime.datetime.now().isoformat()
+        runtime_parameter_utils.substitute_runtime_parameter(
+            ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
+        )
+        run_guard.begin_run(store, run_id, config.name, holder, config_file)
+        state, reason, failure = run_guard.FAILED, None, None
+        try:
+            with (
+                _argv_for_libraries(),
+                beam_construction_memo.memoized(),
+                hardware_checksums(),
+            ):
+                LocalDagRunner().run_with_ir(ir)
+            state = run_guard.COMPLETE
+        except KeyboardInterrupt:
+            state = run_guard.INTERRUPTED
+            reason = f"interrupted (Ctrl-C or SIGTERM) in {holder.describe()}"
+            raise
+        except Exception as error:  # noqa: BLE001 - the run record says what it was
+            failure = error
+        finally:
+            run_guard.end_run(store, run_id, state, reason)
+    summary = run_record(store, config.name, run_id)
+    if failure is not None:
+        if summary.stopped_by != STOPPED_BY_GATE:
+            raise failure  # a component broke: the caller reports it (one error line)
+        LOGGER.info("run %s stopped by the data gate", run_id, exc_info=failure)
+    write_report(store, summary.run_id, report_path(config.pipeline_root, summary.run_id))
+    return summary

@@ -1,0 +1,168 @@
+"""OrderedWindow: results in submit order, a bounded window in flight, errors where they occur,
+the work in forked children, and a pool broken by a dead child replaced."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from data_prep.runtime import parallel
+
+
+def _map(function, items, per_worker=2):
+    """Every item through one window, as the ingest's DoFns use it across their elements."""
+    window = parallel.OrderedWindow(per_worker)
+    for item in items:
+        yield from window.submit(function, item)
+    yield from window.drain()
+
+
+@pytest.fixture
+def two_workers(monkeypatch):
+    """A pool of two children, whatever this machine's cores, made for the test and shut down."""
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
+    parallel._pool.cache_clear()
+    yield
+    parallel._pool().shutdown()
+    parallel._pool.cache_clear()
+
+
+# Tasks run in a child: module-level functions, pickled by name.
+def _slow_first(item):
+    time.sleep(0.2 if item == 0 else 0.0)
+    return item * 10
+
+
+def _pid_after_a_while(item):
+    time.sleep(0.3)
+    return os.getpid()
+
+
+def _fail_on_three(item):
+    if item == 3:
+        raise ValueError("three")
+    return item
+
+
+def _die(item):
+    os._exit(1)
+
+
+def _getppid(item):
+    return os.getppid()
+
+
+def test_results_keep_the_submit_order_whichever_finishes_first():
+    assert list(_map(_slow_first, range(12))) == [i * 10 for i in range(12)]
+
+
+def test_runs_tasks_in_several_forked_children(two_workers):
+    pids = list(_map(_pid_after_a_while, range(2), per_worker=1))
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    assert set(_map(_getppid, range(4))) == {os.getpid()}
+
+
+def test_holds_at_most_per_worker_tasks_per_worker_in_flight():
+    pulled = []
+
+    def items():
+        for i in range(100):
+            pulled.append(i)
+            yield i
+
+    results = _map(abs, items())
+    assert next(results) == 0
+    assert len(pulled) <= 2 * parallel.usable_cores()
+
+
+def test_a_result_is_due_only_once_the_window_is_full(two_workers):
+    window = parallel.OrderedWindow(per_worker=1)
+    assert window.submit(_slow_first, 0) == []  # one task in flight of two: nothing is due
+    # Full: the oldest result is due, waited for, though the later task finished first.
+    assert window.submit(_slow_first, 1) == [0]
+    assert list(window.drain()) == [10]
+    assert list(window.drain()) == []
+
+
+def test_an_error_is_raised_at_its_task():
+    results = _map(_fail_on_three, range(6))
+    assert [next(results) for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(ValueError, match="three"):
+        next(results)
+
+
+def test_a_child_that_dies_fails_its_task_and_the_next_window_gets_a_new_pool():
+    from concurrent.futures.process import BrokenProcessPool
+
+    with pytest.raises(BrokenProcessPool):
+        list(_map(_die, [1]))
+    assert list(_map(abs, [-1, -2])) == [1, 2]
+
+
+def test_a_forked_child_runs_tasks_on_a_pool_of_its_own():
+    assert list(_map(abs, [-1])) == [1]  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if its tasks ran; killed if they hang
+        signal.alarm(10)
+        ran = list(_map(abs, [-2, -3])) == [2, 3]
+        parallel._pool().shutdown()  # its own children end with it
+        os._exit(0 if ran else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_children_end_once_their_parent_ends_without_stopping_them():
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a parent that ends as `imgpipe` does, without the interpreter's teardown
+        os.close(reader)
+        signal.alarm(10)
+        pids = set(_map(_pid_after_a_while, range(2), per_worker=1))
+        os.write(writer, ",".join(map(str, pids)).encode())
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as pipe:
+        children = [int(p) for p in pipe.read().split(",")]
+    os.waitpid(pid, 0)
+    deadline = time.monotonic() + 10
+    while any(_alive(child) for child in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(child) for child in children)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_process_that_runs_its_atexit_handlers_then_os_exit_ends():
+    """As `imgpipe` ends (pipeline/cli/__init__.py run_and_exit): multiprocessing's atexit
+    handler waits for every child, so the pool must be stopped before it."""
+    script = (
+        "import atexit, os\n"
+        "from data_prep.runtime import parallel\n"
+        "window = parallel.OrderedWindow(per_worker=1)\n"
+        "window.submit(abs, -1)\n"
+        "assert list(window.drain()) == [1]\n"
+        "atexit._run_exitfuncs()\n"
+        "os._exit(0)\n"
+    )
+    finished = subprocess.run([sys.executable, "-c", script], timeout=60, check=False)
+    assert finished.returncode == 0
+
+
+def _frozen_objects(_item):
+    return gc.get_freeze_count()
+
+
+def test_children_leave_the_objects_they_inherited_out_of_their_collections(two_workers):
+    """Forked with the parent's objects frozen (data_prep/gc_freeze.py); the parent is not."""
+    assert all(count > 1000 for count in _map(_frozen_objects, range(4)))
+    assert gc.get_freeze_count() == 0

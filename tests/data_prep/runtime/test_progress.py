@@ -1,0 +1,51 @@
+"""Progress lines: what report() logs, parse() reads back, also inside a forwarded log line."""
+
+import logging
+import threading
+import time
+
+import pytest
+
+from data_prep.runtime import progress
+
+
+def test_progress_lines_parse_back():
+    record = []
+    logger = logging.getLogger("test_progress_lines_parse_back")
+    logger.addHandler(logging.Handler())
+    logger.handlers[-1].emit = lambda r: record.append(r.getMessage())
+    logger.setLevel(logging.INFO)
+    progress.report(logger, "training", done=3, total=10, loss=0.25)
+    assert progress.parse(record[0]) == progress.ProgressEvent(
+        "training", {"done": 3.0, "total": 10.0, "loss": 0.25}
+    )
+    forwarded = f'message: "{record[0]}" instruction_id: "7"'
+    assert progress.parse(forwarded) == progress.parse(record[0])
+    assert progress.parse("a progress bar is nice") is None
+
+
+def test_counter_adds_up_every_thread_of_a_run():
+    counter = progress.ProgressCounter(every_s=0)
+    now = time.monotonic()
+    threads = [threading.Thread(target=counter.add, args=("run-a", 1, now)) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counter.add("run-a", 5, now)[0] == 25
+    assert counter.add("run-b", 2, now)[0] == 2  # another run counts on its own
+
+
+def test_counter_says_a_line_is_due_at_a_runs_first_add_then_every_few_seconds():
+    counter = progress.ProgressCounter(every_s=3600)
+    now = time.monotonic()
+    assert counter.add("run-a", 5, now) == (5, pytest.approx(0, abs=1))
+    assert counter.add("run-a", 5, now) is None
+    assert counter.add("run-b", 1, now) == (1, pytest.approx(0, abs=1))
+
+
+def test_counter_times_a_run_from_when_its_first_work_began():
+    """The first line has a rate: its seconds include the first bundle's own work."""
+    counter = progress.ProgressCounter(every_s=3600)
+    done, seconds = counter.add("run-a", 64, time.monotonic() - 2.0)
+    assert done == 64 and seconds == pytest.approx(2.0, abs=0.5)

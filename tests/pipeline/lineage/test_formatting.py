@@ -1,0 +1,72 @@
+"""The run summary text that `imgpipe run` prints and the Airflow summary task logs."""
+
+import dataclasses
+
+from pipeline import exit_codes
+from pipeline.lineage import ComponentRun, PipelineRun
+from pipeline.lineage.formatting import format_run_summary
+
+RUN = PipelineRun(
+    run_id="2026-01-01T10:00:00",
+    pipeline="imgpipe",
+    started="2026-01-01 10:00:00",
+    seconds=42.0,
+    status="complete",
+    components=(ComponentRun("ImageExampleGen", "ran", 3.0, 1),),
+    span=2,
+    new_data=True,
+    ingest_counts={"found": 12, "accepted": 10, "rejected": 1, "ignored": 1},
+    ingest_report="/build/tfx/report.json",
+    classes_left_out=("owl",),
+    eval_accuracy=0.91234,
+    blessed=True,
+    pushed_to="/build/serving/imgpipe/1",
+    serving_check={"blessed": True},
+    tflite={"float16_accuracy_gap_points": 0.5, "saved_model_accuracy": 0.9},
+    model_card="/build/serving/imgpipe/1/model_card",
+)
+
+
+def test_a_pushed_run_says_its_data_accuracy_push_and_reports():
+    lines = format_run_summary(RUN, min_accuracy=0.8).splitlines()
+    assert lines[:6] == [
+        "run 2026-01-01T10:00:00 of pipeline imgpipe: complete",
+        "data: span 2 (new data, ingested now): 12 found, 10 accepted, 1 rejected, 1 ignored "
+        "files; /build/tfx/report.json",
+        "data: class 'owl' has no usable image and was left out",
+        "eval accuracy: 0.9123 (threshold 0.8)",
+        "blessed: yes",
+        "pushed: /build/serving/imgpipe/1",
+    ]
+    assert "serving check: passed" in lines
+    assert "TFLite accuracy, points below the SavedModel on the eval split: float16 +0.50" in lines
+    assert lines[-1] == "model card: /build/serving/imgpipe/1/model_card"
+
+
+def test_a_run_whose_tflite_conversions_all_failed_says_so():
+    failed = dataclasses.replace(RUN, tflite={"saved_model_accuracy": 0.9})
+    lines = format_run_summary(failed).splitlines()
+    assert (
+        "TFLite accuracy, points below the SavedModel on the eval split: no model converted "
+        "(the model card says why)"
+    ) in lines
+
+
+def test_a_stopped_run_says_which_stage_stopped_it_and_why():
+    stopped = dataclasses.replace(
+        RUN,
+        blessed=False,
+        pushed_to=None,
+        serving_check=None,
+        tflite=None,
+        model_card=None,
+        stopped_by=exit_codes.STOPPED_BY_EVALUATOR,
+        not_pushed_reason="accuracy 0.91 is below the lower bound 0.95",
+    )
+    lines = format_run_summary(stopped).splitlines()
+    assert "eval accuracy: 0.9123" in lines  # no threshold named: none given
+    assert lines[-3:] == [
+        "blessed: no",
+        "pushed: no",
+        "not pushed, stopped by the evaluator: accuracy 0.91 is below the lower bound 0.95",
+    ]

@@ -1,0 +1,106 @@
+import dataclasses
+
+import pytest
+
+from data_prep.ingest_config import ConfigError
+from pipeline.pipeline_config import PRESETS, local_preset, override
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_presets_are_valid_and_keep_state_under_the_build_dir(preset):
+    config = PRESETS[preset]("images/", "somewhere").validate()
+    assert config.ingest.input == "images/"
+    for path in (config.pipeline_root, config.metadata_path, config.serving_dir):
+        assert path.startswith("somewhere/")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"name": "Bad Name!"}, "name"),
+        ({"pipeline_root": ""}, "pipeline_root"),
+        ({"metadata_path": ""}, "metadata_path"),
+        ({"schedule": "daily"}, "schedule"),
+        ({"schedule": "@fortnightly"}, "schedule"),
+        ({"schedule": "0 3 * *"}, "schedule"),
+    ],
+)
+def test_bad_values_fail_naming_the_field(change, field):
+    with pytest.raises(ConfigError) as error:
+        dataclasses.replace(local_preset("images/"), **change).validate()
+    assert error.value.field == field
+
+
+def test_nested_ingest_errors_name_the_full_path():
+    config = local_preset("images/")
+    bad = dataclasses.replace(config, ingest=dataclasses.replace(config.ingest, eval_fraction=2))
+    with pytest.raises(ConfigError, match=r"^ingest.eval_fraction: 2 is not between 0 and 1"):
+        bad.validate()
+
+
+@pytest.mark.parametrize(
+    ("setting", "path", "expected"),
+    [
+        ("trainer.epochs=5", ("trainer", "epochs"), 5),
+        ("trainer.precision=mixed_bfloat16", ("trainer", "precision"), "mixed_bfloat16"),
+        ("trainer.jit_compile=true", ("trainer", "jit_compile"), True),
+        ("trainer.jit_compile=null", ("trainer", "jit_compile"), None),
+        ("trainer.profile_steps=[2, 4]", ("trainer", "profile_steps"), (2, 4)),
+        ("trainer.learning_rate=1", ("trainer", "learning_rate"), 1.0),
+        ("min_accuracy=0.8", ("min_accuracy",), 0.8),
+        ("name=2026", ("name",), "2026"),
+        ("ingest.max_reject_fraction=0.2", ("ingest", "max_reject_fraction"), 0.2),
+        ("gate.allow_class_changes=true", ("gate", "allow_class_changes"), True),
+        ("gate.image_size_jsd=0.5", ("gate", "image_size_jsd"), 0.5),
+    ],
+)
+def test_override_sets_one_typed_field_and_leaves_the_rest(setting, path, expected):
+    config = local_preset("images/")
+    changed = override(config, setting)
+    value = changed
+    for name in path:
+        value = getattr(value, name)
+    assert value == expected and type(value) is type(expected)
+    assert dataclasses.replace(changed, **{path[0]: getattr(config, path[0])}) == config
+
+
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ("trainer.epochs=five", "trainer.epochs"),
+        ("trainer.epochs=true", "trainer.epochs"),
+        ("trainer.jit_compile=maybe", "trainer.jit_compile"),
+        ("trainer.nope=1", "trainer.nope"),
+        ("min_accuracy.x=1", "min_accuracy.x"),
+        ("epochs", "epochs"),
+    ],
+)
+def test_override_rejects_bad_settings_naming_the_field(setting, field):
+    with pytest.raises(ConfigError) as error:
+        override(local_preset("images/"), setting)
+    assert error.value.field == field
+
+
+def test_an_override_out_of_range_fails_validation_naming_the_nested_field():
+    with pytest.raises(ConfigError) as error:
+        override(local_preset("images/"), "trainer.epochs=0").validate()
+    assert error.value.field == "trainer.epochs"
+
+
+@pytest.mark.parametrize("schedule", [None, "@daily", "@hourly", "0 3 * * *", "*/15 0-6 * * MON"])
+def test_schedules_airflow_understands_are_accepted(schedule):
+    assert dataclasses.replace(local_preset("images/"), schedule=schedule).validate()
+
+
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ("gate.class_distribution_linf=0", "gate.class_distribution_linf"),
+        ("gate.image_format_linf=1.5", "gate.image_format_linf"),
+        ("gate.image_size_jsd=-0.1", "gate.image_size_jsd"),
+    ],
+)
+def test_drift_thresholds_out_of_range_fail_naming_the_field(setting, field):
+    with pytest.raises(ConfigError) as error:
+        override(local_preset("images/"), setting).validate()
+    assert error.value.field == field
