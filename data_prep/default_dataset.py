@@ -91,8 +91,8 @@ def drawing_default_dataset(
     os.makedirs(output_dir, exist_ok=True)
     if os.path.exists(info_path):
         os.remove(info_path)  # the old dataset is being replaced: not complete until we finish
-    # A class per task, in forked processes, one per core: 1,800 images took 5.6 s in one
-    # process. Each image is drawn from its own seed, so the bytes do not depend on the split.
+    # A class per task, in forked processes, one per core: drawing is CPU-bound Python. Each image
+    # is drawn from its own seed, so the bytes do not depend on the split.
     workers = min(usable_cores(), len(CLASS_NAMES))
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
     try:

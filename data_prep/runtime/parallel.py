@@ -2,7 +2,7 @@
 
 The ingest's per-file work holds the GIL for about half its time (Pillow parses each file's
 header in Python), so threads of one process cannot keep two cores busy. Forked children can,
-without what Beam's own worker processes cost: each of those imports Beam (3 s of CPU) and
+without what Beam's own worker processes cost: each of those imports Beam and
 receives every element through the runner's data channel, while a forked child starts with the
 parent's modules already imported. One pool per process, one child per core, shared by every
 Beam thread in it, so a runner that runs several bundles at once does not multiply them. Tasks

@@ -8,10 +8,9 @@ forked children of it (data_prep/runtime/parallel.py); and with which pickler.
 from __future__ import annotations
 
 # The pipeline's Beam jobs, which share one set of Beam options: TF ops use every core in
-# process, and each worker process imports TensorFlow. Set where the ingest (then its only
-# mostly-Python job) broke even, `imgpipe prep` on photos, one process with a thread per core
-# against two worker processes, taking turns, best of 2, on the shared machine (load 6-13): 9.3 s
-# vs 28.3 s on 50 files, 24.9 s vs 30.4 s on 5,000, 55.5 s vs 58.2 s on 20,000.
+# process, and each worker process imports TensorFlow, so worker processes pay off only on large
+# inputs. The limit is where one process and one worker process per core broke even
+# (`make bench PARTS=ingest` measures both).
 IN_PROCESS_MAX_FILES = 20_000
 IN_PROCESS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 ONE_WORKER_PER_CORE = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
@@ -33,11 +32,8 @@ def with_running_mode(
 
 
 # The ingest alone, in process at any size: its forked children (data_prep/runtime/parallel.py)
-# keep the
-# cores busy without what Beam's worker processes cost, each importing Beam (3 s of CPU) and
-# coding every element through the runner's data channel. Measured on 20,000 photos, side by
-# side on the shared machine (loaded): in process 41.5 CPU s, two worker processes (each with
-# its own children) 48.3 CPU s, the plain loop 34.1.
+# keep the cores busy without what Beam's worker processes cost, each importing Beam and coding
+# every element through the runner's data channel.
 def ingest_running_mode(beam_args: tuple[str, ...]) -> tuple[str, ...]:
     """beam_args, then IN_PROCESS unless beam_args name a mode (the user's choice wins)."""
     return beam_args if _names_running_mode(beam_args) else (*beam_args, *IN_PROCESS)
@@ -50,9 +46,8 @@ def _names_running_mode(beam_args: tuple[str, ...]) -> bool:
 # Beam's own alternative to dill (SetupOptions.pickle_library); the DirectRunner's worker
 # processes read it from the same options. Beam's dill wrapper resets dill's logger level around
 # every pickle and unpickle, and each reset clears the cache of every logger in the process; the
-# DirectRunner unpickles every DoFn and coder of a stage as it sets the stage up: 333 resets in
-# an ingest of 50 files, 20% of Transform's time and 8% of the Evaluator's on 1,000 images
-# (py-spy).
+# DirectRunner unpickles every DoFn and coder of a stage as it sets the stage up, so dill costs
+# a large share of small jobs' time.
 LOCAL_PICKLER = "--pickle_library=cloudpickle"
 
 
