@@ -2,13 +2,13 @@
 module_files/evaluator.py), EvaluationReportGen and ServingCheck.
 
 All three load the trained model with TensorFlow alone, and in a local run all three run in one
-process; each load rebuilds the model's functions (0.2 s for the default model, saved without
-per-layer traces; a second or more with them). The load is the one the serving check vouches
-for (tf.saved_model.load, no Keras), and its duration is kept for the serving check's report.
+process; each load rebuilds the model's functions, so one load serves all three. The load is
+the one the serving check vouches for (tf.saved_model.load, no Keras), and its duration is kept
+for the serving check's report.
 A Model artifact's files never change, so the path names the model; the last two are kept:
 the Evaluator scores the candidate and its baseline, and the other two then score the
 candidate. TFLiteExport rebuilds the Keras model from its recorded architecture and variables
-instead (tflite_export.rebuild_keras_model): freezing the restored network for TFLite measured
+instead (tflite_export.rebuild_keras_model): freezing the restored network for TFLite is
 several times slower than freezing the Keras model, more than the shared load would save.
 """
 

@@ -52,9 +52,8 @@ VARIABLES_PREFIX = os.path.join("variables", "variables")  # the SavedModel's ch
 def rebuild_keras_model(saved_model_dir: str) -> keras.Model:
     """The exported Keras model, built from the architecture the SavedModel records and given
     its variables: the same model keras.models.load_model returns, without reviving every layer
-    from the SavedModel (profiled, when the export still traced every layer: 1.7-3.3 s of the
-    export's time, against 0.4 s for this). Fails when a variable of the
-    architecture is missing from the checkpoint. Computes in float32 whatever policy it trained
+    from the SavedModel, which costs seconds. Fails when a variable of the architecture is
+    missing from the checkpoint. Computes in float32 whatever policy it trained
     under: TFLite has no bfloat16 type (a model trained under mixed_bfloat16 failed both
     conversions, "Failed to convert element type 'bf16'")."""
     metadata = saved_metadata_pb2.SavedMetadata()
@@ -74,7 +73,7 @@ def pixels_function(model: keras.Model, image_size: int, normalization: Normaliz
 
     Traced without autograph: the model and the normalization are plain graph code with no
     Python control flow to convert, and autograph would transpile the source of every Keras
-    layer's call (profiled: over 85% of the export's time in a fresh process, seconds)."""
+    layer's call, most of the export's time."""
 
     @tf.function(
         autograph=False,
@@ -93,7 +92,7 @@ def convert(function, model: keras.Model, quantization: str) -> bytes:
 
     The concrete function is frozen and converted directly: by default the converter first
     saves `model` with the function as a temporary SavedModel, and saving a Keras model traces
-    every layer's call again (profiled: 90% of each conversion, several seconds)."""
+    every layer's call again, most of each conversion's time."""
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function], model)
     converter.experimental_lower_to_saved_model = False
     if quantization == "float16":
@@ -121,8 +120,7 @@ def convert_all(function, model: keras.Model) -> tuple[dict[str, bytes], dict[st
 
 def tflite_probabilities(flatbuffer: bytes, pixels: np.ndarray) -> np.ndarray:
     """The TFLite model's probabilities for `pixels`, on every usable core: the interpreter's
-    default is one thread (scoring 1,600 eval images per model: 2.2-2.6 s, 1.3-1.5 s on two
-    threads, the same probabilities)."""
+    default is one thread; more threads give the same probabilities sooner."""
     interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=usable_cores())
     [input_detail] = interpreter.get_input_details()
     interpreter.resize_tensor_input(input_detail["index"], pixels.shape)
@@ -134,8 +132,8 @@ def tflite_probabilities(flatbuffer: bytes, pixels: np.ndarray) -> np.ndarray:
 
 def batch_decoder(image_size: int):
     """Encoded images [n] -> resized pixels [n, size, size, 3] by the training preprocessing, as
-    one graph: an eager map_fn runs a Python step per image (profiled at several times the
-    decode's own cost). No autograph, as in pixels_function: nothing in it to convert."""
+    one graph: an eager map_fn runs a Python step per image, several times the decode's own
+    cost. No autograph, as in pixels_function: nothing in it to convert."""
 
     @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
     def decode(images):

@@ -2,7 +2,7 @@
 saved_model_cache, the load EvaluationReportGen and ServingCheck share.
 
 TFMA's own loader calls tf.saved_model.load in its scoring DoFn's setup, the same load the
-post-training components make (profiled: the larger part of each of their fixed costs), so a
+post-training components make (the larger part of each of their fixed costs), so a
 local run, whose Beam jobs run in this process, loaded the trained SavedModel twice. Through this
 loader it loads it once for all three. On Beam worker processes or a distributed runner each
 worker loads the model itself, as TFMA's loader does; only the scoring path differs from

@@ -4,8 +4,7 @@ Per-channel pixel mean and standard deviation at the model's input size, through
 decode-and-resize the trainer and serving run. Pixels are decoded only to be summarized; Transform
 runs with materialize=False, so no decoded image is ever written. The class names and counts are
 not computed here: the label map and the ingest report (ImageExampleGen's) hold them, and a label
-vocabulary beside them cost Transform's executor 1.0-1.4 s of Beam stages on the embedded dataset
-(two pairs), 0.4 s at 2,000 photos in `make bench PARTS=pipeline`.
+vocabulary beside them would only add Beam stages to Transform.
 """
 
 import tensorflow as tf
@@ -18,9 +17,8 @@ PIXEL_MEAN = "pixel_mean"
 PIXEL_STD = "pixel_std"
 IMAGE_SIZE_KEY = "image_size"  # custom_config key
 # TFT in graph mode (tf.compat.v1) for the analysis and the saved transform graph: nothing reads
-# that graph but TFTransformOutput (the statistics), and building and saving a TF1 graph
-# costs less than tracing tf.functions and saving a TF2 SavedModel: 23% less CPU for Transform on
-# a tiny run (mean of four pairs, loaded machine), the same mean and std.
+# that graph but TFTransformOutput (the statistics), and building and saving a TF1 graph costs
+# less CPU than tracing tf.functions and saving a TF2 SavedModel, for the same mean and std.
 FORCE_TF_COMPAT_V1 = True
 
 

@@ -349,13 +349,11 @@ def without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """The training pipeline runs untuned: AUTOTUNE's map parallelism is then its default (the
     cores, up to 16) and its prefetch buffer grows when the step waits. TensorFlow 2.16's tuning
     thread can miss its iterator's deletion and sleep out its optimization period (doubling up to
-    60 s), and the deletion waits for it (gdb: ~RootDataset::Iterator waiting on
-    Model::OptimizeLoop's timed wait): train() returned 23-78 s after its last line in 14 of 24
-    runs of 30 epochs. The same holds for the per-device dataset a MultiDeviceIterator builds,
-    which cannot be untuned: runtime.input_options keeps it out where it adds nothing. Untuned,
-    side by side, 30 epochs: 840-875 against 831-883 images/s, input wait 1.4% against
-    1.4-1.6%. Evaluation pipelines end after one pass, before their tuning period grows, and
-    keep it."""
+    60 s), and the deletion waits for it, so train() could return a minute after its last line.
+    The same holds for the per-device dataset a MultiDeviceIterator builds, which cannot be
+    untuned: runtime.input_options keeps it out where it adds nothing. Untuned, training runs as
+    fast and waits as little for input. Evaluation pipelines end after one pass, before their
+    tuning period grows, and keep it."""
     options = tf.data.Options()
     options.autotune.enabled = False
     return dataset.with_options(options)

@@ -5,9 +5,8 @@ artifact), so runs can be compared. Steady-state figures leave out each graph's 
 which includes tracing (and XLA compilation); a run too short to have any other call reports
 all its calls, and says so (steady_state False), rather than NaN.
 Wall-clock figures slow down whenever other processes share the cores; the CPU seconds per step
-hardly do, so two reports taken side by side with the same CPU per step and different step times
-were taken on a busier machine, not made slower by the code (issue 16: the Trainer of two
-commits, 1.8x apart in wall time, spent the same CPU seconds).
+hardly do, so two reports with the same CPU per step and different step times were taken on a
+busier machine, not made slower by the code.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ class TrainerConfig:
         learning rate per step, whatever the data, so a phase of a few epochs of 50 images
         (1-3 steps each) leaves the head near chance. A warm start keeps exactly
         warm_start_epochs. 0: every phase is exactly its epochs. Measured by
-        `make bench PARTS=transfer` (README).
+        `make bench PARTS=transfer` (docs/performance.md).
       fine_tune_learning_rate: peak learning rate of the fine-tuning phase (cosine decay to zero),
         lower than learning_rate so the pretrained features are adjusted, not overwritten.
       unfreeze_layers: how many of the backbone's last layers the fine-tuning phase trains; 0 for
