@@ -1,7 +1,7 @@
-"""The exit status of every `imgpipe` command, by kind of outcome: one table, documented in the
-README, so scripts and schedulers can tell a refused model from a broken run. A finished run's
-status comes from `of_run`, a command that raised from `of_error`; nothing else maps outcomes to
-numbers."""
+"""The exit status of every `imgpipe` command, by kind of outcome: one table, documented in
+docs/operations.md, so scripts and schedulers can tell a refused model from a broken run. A
+finished run's status comes from `of_run`, a command that raised from `of_error`; nothing else
+maps outcomes to numbers."""
 
 from __future__ import annotations
 

@@ -78,8 +78,8 @@ def eval_config(min_accuracy: float) -> tfma.EvalConfig:
     The model is TFMA's generic SavedModel, scored through its serving signature: without a
     model_type TFMA loads the model with Keras just to learn that it is a Keras model, then
     loads it with Keras again in every worker to add the metrics it was compiled with (a loss
-    and a second accuracy), each load several seconds (profiled: most of the Evaluator's time on
-    a small split). The loss is asked for here instead, computed from the same predictions."""
+    and a second accuracy), each load several seconds, most of the Evaluator's time on a small
+    split. The loss is asked for here instead, computed from the same predictions."""
     accuracy_threshold = tfma.MetricThreshold(
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_accuracy}),
         change_threshold=tfma.GenericChangeThreshold(
@@ -113,8 +113,8 @@ def eval_config(min_accuracy: float) -> tfma.EvalConfig:
 
 def statistics_options() -> tfdv.StatsOptions:
     """TFDV's defaults, but top values and unique counts from sketches (Misra-Gries, KMV) in its
-    one combine pass instead of a Beam group-by per feature value: 14-19% less CPU for
-    StatisticsGen on a tiny run (measured), and the same statistics for every feature the
+    one combine pass instead of a Beam group-by per feature value: less CPU for StatisticsGen,
+    and the same statistics for every feature the
     schema and the drift check read (top values exact up to 1,024 distinct values, unique
     counts up to 16,384). Only the image bytes' top values differ: one placeholder value
     counted once per image, where TFDV listed it once per image."""
@@ -279,11 +279,10 @@ def create_pipeline(
         preprocessing_fn=PREPROCESSING_FN,
         materialize=False,  # statistics only: decoded pixels are never written
         # StatisticsGen has the data's statistics; Transform's own pre- and post-transform
-        # TFDV passes were 40% of its time on a tiny run (profiled), and nothing reads them.
+        # TFDV passes are a large share of its time, and nothing reads them.
         disable_statistics=True,
         # No analyzer cache: nothing feeds it back (an analyzer_cache input), and writing it
-        # added four TFRecord writes, each a few Beam stages, to every run (17% of Transform's
-        # CPU on a tiny run, mean of four pairs).
+        # adds four TFRecord writes, each a few Beam stages, to every run.
         disable_analyzer_cache=True,
         force_tf_compat_v1=transform_module.FORCE_TF_COMPAT_V1,
         splits_config=transform_pb2.SplitsConfig(analyze=["train"]),

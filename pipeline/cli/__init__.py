@@ -66,12 +66,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_and_exit() -> None:
     """The `imgpipe` console script: main(), then the process ends without the interpreter's
-    teardown. Once a run has loaded TensorFlow, Beam and TFX, that teardown (freeing every
-    module's objects, the native libraries' static destructors) kept the process alive 4-5 s
-    after its last line, doing nothing the user needs (measured: a StatisticsGen run in this
-    process exits in 0.2 s instead of 4.5 s). The atexit handlers (logging's final flush among
-    them) and the flush of stdout and stderr still run first. An exception (a usage error's
-    SystemExit, Ctrl-C) leaves the normal way."""
+    teardown. Once a run has loaded TensorFlow, Beam and TFX, that teardown (freeing every module's
+    objects, the native libraries' static destructors) keeps the process alive for seconds after its
+    last line, doing nothing the user needs. The atexit handlers (logging's final flush among them)
+    and the flush of stdout and stderr still run first. An exception (a usage error's SystemExit,
+    Ctrl-C) leaves the normal way."""
     code = main()
     atexit._run_exitfuncs()  # noqa: SLF001 - what the interpreter's own exit would run first
     sys.stdout.flush()

@@ -30,11 +30,12 @@ SUMMARY_TASK = "run_summary"
 SUMMARIES_DIR = "run_summaries"  # under the pipeline root: <run_id>.json per scheduled run
 # A scheduled DAG needs a start date; with catchup off, only the latest interval runs.
 START_DATE = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
-# The DAG file shipped in pipeline/runners/airflow_dags/ reads these; README shows how to set them.
+# The DAG file shipped in pipeline/runners/airflow_dags/ reads these; docs/operations.md shows how
+# to set them.
 ENVIRONMENT = {
     "IMGPIPE_DATA": "folder of class folders or manifest (required)",
     "IMGPIPE_BUILD_DIR": "pipeline root, ML Metadata and pushed models (default: build)",
-    "IMGPIPE_PRESET": "config preset: local or full (default: local)",
+    "IMGPIPE_PRESET": "config preset: local or runlocal (default: local)",
     "IMGPIPE_SCHEDULE": "preset or cron expression; 'none' for manual runs (default: @daily)",
     "IMGPIPE_BEAM_ARGS": "Beam options for every Beam job, e.g. '--runner=FlinkRunner ...'",
 }

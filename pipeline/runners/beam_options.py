@@ -3,12 +3,11 @@ Evaluator): chosen by the input's size on the local DirectRunner, as given on an
 
 A small input runs in this process: starting DirectRunner worker processes (each imports
 TensorFlow) costs more than the work; above data_prep/runtime/running_mode.py's
-IN_PROCESS_MAX_FILES, one
-worker process per core.
+IN_PROCESS_MAX_FILES, one worker process per core.
 Either way TFX is told that the workers need nothing installed: by default every Beam executor
-repackages the whole TFX installation as an sdist for remote workers (about 10-16 s each on two
-cores, tfx.utils.dependency_utils.make_beam_dependency_flags), which DirectRunner workers, running
-in this very environment, never install (and never removes: a 49 MB folder under the system's
+repackages the whole TFX installation as an sdist for remote workers, seconds of work
+(tfx.utils.dependency_utils.make_beam_dependency_flags), which DirectRunner workers, running
+in this very environment, never install (and never removes: a large folder under the system's
 temp directory per executor). And Beam pickles with cloudpickle rather than its default dill
 (data_prep/runtime/running_mode.py LOCAL_PICKLER says why).
 """

@@ -1,4 +1,4 @@
-"""What each page shows, computed from pipeline/lineage.py's answers and the artifacts' own files
+"""What each page shows, computed from pipeline/lineage's answers and the artifacts' own files
 (the ingest report, the readable evaluation, the Trainer's event files, the model card). Plain
 dataclasses, so the pages, the self-contained report and the tests read the same values.
 """

@@ -1,6 +1,7 @@
-"""The imgpipe DAG for Apache Airflow: point Airflow's dags_folder here (see README, `make
-airflow`). Configured by IMGPIPE_* environment variables (pipeline/runners/airflow.ENVIRONMENT);
-the schedule comes from the config preset unless IMGPIPE_SCHEDULE overrides it."""
+"""The imgpipe DAG for Apache Airflow: point Airflow's dags_folder here (see docs/operations.md,
+`make airflow`). Configured by IMGPIPE_* environment variables
+(pipeline/runners/airflow.ENVIRONMENT); the schedule comes from the config preset unless
+IMGPIPE_SCHEDULE overrides it."""
 
 import os
 
