@@ -34,9 +34,8 @@ BEAM_ARGS = shlex.split(os.environ.get("BENCH_PIPELINE_BEAM", ""))
 TRAINER = "Trainer"
 PREFIX = "pipeline"
 # One run per size gives both times and memory, so memory is sampled seldom: each sample costs
-# about 10 ms of a core per process (benchmarks/process_tree.py), about 3% of one core here,
-# against 40% at the 50 ms the ingest's separate memory runs use. The pipeline's peaks (the
-# Trainer, the Evaluator) last seconds.
+# a core's time (benchmarks/process_tree.py), and the pipeline's peaks (the Trainer, the
+# Evaluator) last seconds.
 MEMORY_SAMPLE_S = 1.0
 
 

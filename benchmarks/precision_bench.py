@@ -23,11 +23,11 @@ PRECISIONS = ("float32", "mixed_bfloat16")
 COLORS = ("#4a7ab5", "#d08a3a")  # of PRECISIONS in the chart
 BASELINE = "float32"
 SEEDS = (0, 1, 2)
-# Where bfloat16 is emulated (Eigen), a mixed_bfloat16 step took 9x float32's on the project's quiet
-# 2-core machine: 30 epochs x 3 seeds would take hours. There mixed_bfloat16 trains under XLA
-# (jit_compile), whose CPU backend computes each bfloat16 op in float32 and rounds its result to
-# bfloat16, the numbers a native bfloat16 unit gives (float32 accumulation), at XLA's float32 speed
-# (measured side by side: 0.99 s against 1.04 s per step). float32 trains as its default does.
+# Where bfloat16 is emulated (Eigen), a mixed_bfloat16 step takes many times float32's: 30 epochs
+# x 3 seeds would take hours. There mixed_bfloat16 trains under XLA (jit_compile), whose CPU
+# backend computes each bfloat16 op in float32 and rounds its result to bfloat16, the numbers a
+# native bfloat16 unit gives (float32 accumulation), at about XLA's float32 speed. float32 trains
+# as its default does.
 EMULATED_BFLOAT16_CHANGES = {"jit_compile": True}
 
 

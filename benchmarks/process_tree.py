@@ -2,12 +2,10 @@
 asked, the peak memory of that process and all its children (Beam's workers, TFX's subprocesses),
 so the peak covers the job.
 
-Sampling memory is not free: one sample of a 500 MB process's PSS reads its smaps_rollup (about
-10 ms of kernel time), and finding the tree walks /proc (about 3 ms). Sampled every 50 ms, a job
-of three processes lost about 40% of a core to the sampler, which on two cores slowed a job that
-uses both (the ingest's forked children: 26.4 s unsampled against 32.9 s sampled, side by side)
-and not a single-process loop, whose idle core absorbed it. So time is measured in runs that
-sample nothing, and memory in runs of their own."""
+Sampling memory is not free: one sample of a process's PSS reads its smaps_rollup, and finding
+the tree walks /proc. Sampled often, the sampler takes a large share of a core, which slows a
+job that uses every core and not a single-process loop, so it would bias the comparison. So
+time is measured in runs that sample nothing, and memory in runs of their own."""
 
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ import time
 import components  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from benchmarks.charts import label_bars
 
-# The default small_cnn at 32x32: the 8x8 scans hold no more detail, and on a loaded 2-core
-# machine MobileNetV3Small's tracing and export alone took minutes per training run.
+# The default small_cnn at 32x32: the 8x8 scans hold no more detail, and MobileNetV3Small's
+# tracing and export alone take minutes per training run on two cores.
 MODEL = "small_cnn"
 IMAGE_SIZE = 32
 BATCH_SIZE = 16
