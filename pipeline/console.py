@@ -1,7 +1,7 @@
 """What a run shows on the console: a line as each component starts and ends, live progress of
 the ingest and of training, and (printed by the CLI) the summary. Everything else, from this
-process and from every child process (Beam workers, pip and setuptools building TFX's user-code
-wheels, TensorFlow's C++ logs, the TFLite converter, the serving check), goes to the run log.
+process and from every child process (Beam workers, TensorFlow's C++ logs, the TFLite converter,
+the serving check), goes to the run log.
 
 The capture works at the file-descriptor level: fds 1 and 2 point at the run log for the whole
 run, so child processes inherit it, and the console writes to copies of the original fds.
