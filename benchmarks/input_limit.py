@@ -25,6 +25,7 @@ from benchmarks.input_common import (
     without_injected_prefetch,
 )
 from benchmarks.input_data import photo_shards
+from benchmarks.report import Section, default_section, named
 from components.trainer import input_pipeline
 from data_prep.runtime.cores import usable_cores
 
@@ -127,4 +128,20 @@ def chart(records: list[dict], path: str) -> None:
         f"Input limit: {IMAGES} photo JPEGs (~500x375) -> {CONFIG.image_size}px, augmented; "
         f"limit = cores x single thread",
         "images/s",
+    )
+
+
+def section(records: list[dict]) -> Section:
+    full, cpu = named(records, "full_pipeline"), named(records, "full_pipeline_cpu")
+    in_memory = named(records, "in_memory_parallel")
+    return default_section(
+        __doc__,
+        records,
+        notes=(
+            f"The full training pipeline reaches {full['ratio']:.2f}x the limit (cores x the "
+            "single-thread rate of the same per-image work on records in memory); that work run "
+            f"in parallel in memory reaches {in_memory['ratio']:.2f}x, how far the cores scale.",
+            f"Per image the full pipeline spends {cpu['ratio']:.2f}x the CPU of the in-memory "
+            "work: its overhead for reading, decompressing, shuffling and batching.",
+        ),
     )

@@ -27,6 +27,7 @@ from benchmarks.input_common import (
     without_injected_prefetch,
 )
 from benchmarks.input_data import photo_shards
+from benchmarks.report import Section, default_section, named
 from components.trainer import input_pipeline
 
 PREFIX = "input.overlap"
@@ -91,4 +92,17 @@ def chart(records: list[dict], path: str) -> None:
         f"Overlap: {IMAGES} photo JPEGs per epoch, simulated step = {STEP_FACTOR:g} x input time "
         "per batch (ratio to ideal max(input, steps))",
         "s/epoch",
+    )
+
+
+def section(records: list[dict]) -> Section:
+    with_prefetch, without = named(records, "with_prefetch"), named(records, "without_prefetch")
+    return default_section(
+        __doc__,
+        records,
+        notes=(
+            f"With prefetch an epoch takes {with_prefetch['ratio']:.2f}x the ideal, max(input "
+            f"time, step time); without it {without['ratio']:.2f}x (1.0: input and step fully "
+            "overlap).",
+        ),
     )

@@ -19,6 +19,7 @@ import tf_keras as keras
 
 from benchmarks.input_common import CONFIG, NORMALIZATION, RUNS, bar_chart
 from benchmarks.input_data import default_dataset_shards
+from benchmarks.report import Section, default_section, named
 from components.trainer import input_pipeline
 from components.trainer.engine import TrainingEngine
 from components.trainer.preprocessing import CHANNELS
@@ -128,4 +129,18 @@ def chart(records: list[dict], path: str) -> None:
         f"Training {CONFIG.model} ({CONFIG.image_size}px, batch {CONFIG.batch_size}) on the "
         "embedded dataset: real pipeline vs synthetic in-memory batch",
         "images/s",
+    )
+
+
+def section(records: list[dict]) -> Section:
+    real, cpu = named(records, "real"), named(records, "real_cpu")
+    traces = named(records, "train_function_traces")["value"]
+    return default_section(
+        __doc__,
+        records,
+        notes=(
+            f"Training on the real input pipeline runs at {real['ratio']:.2f}x the images/s of "
+            "a synthetic batch already in memory (1.0: the input costs the step nothing), at "
+            f"{cpu['ratio']:.2f}x its CPU per image; the step was traced {traces:.0f} time(s).",
+        ),
     )

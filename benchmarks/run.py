@@ -1,7 +1,10 @@
-"""`make bench`: runs the benchmark parts in one run; writes results.json and a chart per part.
+"""`make bench`: runs the benchmark parts in one run; writes results.json, a chart per part and
+docs/performance.md (benchmarks/report.py).
 
 `--parts` selects parts by name or by the group before the first underscore (`--parts input`
-runs every input_* part); results of parts not run this time are kept in results.json.
+runs every input_* part); results of parts not run this time are kept in results.json, and the
+page shows them with the machine and date they were measured on. `--render-only` writes the page
+from results.json without running anything.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from benchmarks import (
     transfer_bench,
     warm_start_bench,
 )
+from benchmarks.report import DOCS_PATH, RUN_KEY, run_context, write
 
 PARTS = {
     "ingest": ingest_bench,
@@ -61,10 +65,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--output", default="build/bench")
     parser.add_argument("--parts", nargs="+", metavar="PART", help=f"any of {list(PARTS)}")
+    parser.add_argument("--docs", default=DOCS_PATH, help="the page written from results.json")
+    parser.add_argument("--render-only", action="store_true", help="write --docs, run nothing")
     args = parser.parse_args()
+    results_path = os.path.join(args.output, "results.json")
+    if args.render_only:
+        with open(results_path) as handle:
+            print(f"wrote {write(json.load(handle), PARTS, args.docs)}")
+        return
     names = select_parts(args.parts)
     os.makedirs(args.output, exist_ok=True)
-    results_path = os.path.join(args.output, "results.json")
     kept = []
     if os.path.exists(results_path):
         with open(results_path) as handle:
@@ -72,8 +82,10 @@ def main() -> None:
             kept = [r for r in json.load(handle) if r.get("part") not in (None, *names)]
     records = []
     for name in names:
-        part, started = PARTS[name], time.perf_counter()
-        part_records = [{**record, "part": name} for record in part.run(args.output)]
+        part, started, context = PARTS[name], time.perf_counter(), run_context()
+        part_records = [
+            {**record, "part": name, RUN_KEY: context} for record in part.run(args.output)
+        ]
         print(f"{name}: done in {time.perf_counter() - started:.0f} s", flush=True)
         part.chart(part_records, os.path.join(args.output, f"{name}.png"))
         records.extend(part_records)
@@ -86,6 +98,7 @@ def main() -> None:
             f"{record['name']:<46} {record['value']:>10.4g} {record['unit']:<13} {ratio:>6}  "
             f"{record.get('baseline', '')}"
         )
+    print(f"wrote {write(kept + records, PARTS, args.docs)}")
 
 
 if __name__ == "__main__":

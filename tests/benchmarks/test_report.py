@@ -1,0 +1,81 @@
+"""docs/performance.md's renderer: each part's section from its own records, the machine and date
+they were measured on, and a part without a section of its own still shown."""
+
+import types
+
+from benchmarks import machine
+from benchmarks.report import RUN_KEY, Section, default_section, named, render, run_context
+
+
+def measured(part: str, *records: dict, context: dict | None = None) -> list[dict]:
+    return [{**record, "part": part, RUN_KEY: context} for record in records]
+
+
+CONTEXT = {
+    "measured_at": "2026-01-02 03:04 UTC",
+    "machine": {"cpu": "Test CPU", "cores": 4, "usable_cores": 2, "memory_gib": 7.5, "system": "X"},
+    "load_average": 1.5,
+    "settings": {"BENCH_RUNS": "1"},
+}
+
+
+def test_each_part_titles_its_table_and_notes_from_its_records():
+    custom = types.ModuleType("custom", "Custom part: a title.\n\nMore text.")
+
+    def section(records):
+        rate = named(records, "rate")
+        notes = (f"rate {rate['value']:.1f} images/s",)
+        return default_section(custom.__doc__, records, notes=notes)
+
+    custom.section = section
+    plain = types.ModuleType("plain", "Plain part: the docstring's first line.")
+    records = measured(
+        "custom",
+        {"name": "custom.rate", "value": 1234.56, "unit": "images/s"},
+        {"name": "custom.other", "value": 0.5, "unit": "s", "baseline": "custom.x", "ratio": 2},
+        context=CONTEXT,
+    ) + measured("plain", {"name": "plain.a.b", "value": 3, "unit": "s"})
+
+    page = render(records, {"plain": plain, "custom": custom})
+
+    assert page.index("(`plain`)") < page.index("(`custom`)")  # the order parts are listed in
+    assert "parts: `plain`, `custom`." in page
+    assert "## Custom part: a title (`custom`)" in page
+    assert "| rate | 1,235 | images/s |  |" in page
+    assert "| other | 0.5 | s | 2.00x x |" in page
+    assert "- rate 1234.6 images/s" in page
+    assert (
+        "Measured 2026-01-02 03:04 UTC on Test CPU, 4 cores (2 usable), 7.5 GiB memory, X, "
+        "load average 1.5 at the start; settings: `BENCH_RUNS=1`." in page
+    )
+    assert "## Plain part: the docstring's first line (`plain`)" in page
+    assert "| a.b | 3 | s |  |" in page
+    assert "Measured before results recorded their machine and date." in page
+
+
+def test_a_part_no_longer_listed_still_shows_its_results():
+    page = render(measured("gone", {"name": "gone.x", "value": 1, "unit": "s"}), {})
+    assert "## gone (`gone`)" in page
+
+
+def test_a_part_may_bring_its_own_columns():
+    module = types.ModuleType("own")
+    module.section = lambda records: Section("Own", ("a", "b"), (("1", "2|3"),))
+    page = render(measured("own", {"name": "own.x", "value": 1}), {"own": module})
+    assert "| a | b |\n|---|---|\n| 1 | 2\\|3 |" in page
+
+
+def test_machine_read_from_proc_files(tmp_path):
+    cpuinfo, meminfo = tmp_path / "cpuinfo", tmp_path / "meminfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Some CPU @ 2.0GHz\nflags\t: avx\n")
+    meminfo.write_text("MemTotal:       16314312 kB\nMemFree:  1 kB\n")
+    described = machine.describe(str(cpuinfo), str(meminfo))
+    assert described["cpu"] == "Some CPU @ 2.0GHz"
+    assert described["memory_gib"] == 15.6
+    assert machine.summary(described).startswith("Some CPU @ 2.0GHz, ")
+
+
+def test_run_context_keeps_only_the_benchmark_settings():
+    context = run_context({"BENCH_INPUT_IMAGES": "1000", "HOME": "/root"})
+    assert context["settings"] == {"BENCH_INPUT_IMAGES": "1000"}
+    assert context["machine"]["cores"] >= 1
