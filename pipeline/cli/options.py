@@ -30,8 +30,7 @@ def config_options() -> argparse.ArgumentParser:
         metavar="FIELD=VALUE",
         help="override one setting (after --config), e.g. trainer.epochs=5, "
         "trainer.precision=mixed_bfloat16, trainer.jit_compile=true, min_accuracy=0.8 "
-        "(repeatable; the fields are documented in pipeline/pipeline_config.py and "
-        "components/trainer/trainer_config.py)",
+        "(repeatable; every field is documented in docs/configuration.md)",
     )
     return parent
 
