@@ -47,27 +47,39 @@ def number(value) -> str:
     return f"{value:,.4g}" if abs(value) < 1e15 else f"{value:.3e}"
 
 
-def short_name(name: str, part: str) -> str:
-    """A record's name without its part's prefix ('input.limit.cores' in part input_limit ->
-    'cores')."""
-    for prefix in (part.replace("_", ".") + ".", part + "."):
-        if name.startswith(prefix):
-            return name[len(prefix) :]
-    return name
+def common_prefix(names: list[str]) -> str:
+    """The dotted prefix a part's record names share ('input.limit.' for input.limit.*), never a
+    whole name; a lone record keeps all but its first component."""
+    split = [name.split(".") for name in names]
+    if not split:
+        return ""
+    shared = 1 if len(split) == 1 else 0
+    while len(split) > 1 and all(len(parts) > shared + 1 for parts in split):
+        if len({parts[shared] for parts in split}) > 1:
+            break
+        shared += 1
+    shared = min(shared, min(len(parts) for parts in split) - 1)
+    return ".".join(split[0][:shared]) + "." if shared else ""
 
 
 def default_section(doc: str | None, records: list[dict], notes=()) -> Section:
-    """The docstring's first line as the title; a row per record: what, value, unit, and its ratio
-    to the record it is compared with."""
+    """The docstring's first line as the title; a row per record: what (its name without the
+    prefix the part's names share), value, unit, and its ratio to the record it is compared
+    with."""
     part = records[0].get("part", "") if records else ""
     title = (doc or part).strip().splitlines()[0].rstrip(".")
+    prefix = common_prefix([record["name"] for record in records])
+
+    def short(name: str) -> str:
+        return name[len(prefix) :] if prefix and name.startswith(prefix) else name
+
     rows = tuple(
         (
-            short_name(record["name"], part),
+            short(record["name"]),
             number(record["value"]),
             record.get("unit", ""),
             (
-                f"{record['ratio']:.2f}x {short_name(record['baseline'], part)}"
+                f"{record['ratio']:.2f}x {short(record['baseline'])}"
                 if "ratio" in record and "baseline" in record
                 else ""
             ),

@@ -4,7 +4,15 @@ they were measured on, and a part without a section of its own still shown."""
 import types
 
 from benchmarks import machine
-from benchmarks.report import RUN_KEY, Section, default_section, named, render, run_context
+from benchmarks.report import (
+    RUN_KEY,
+    Section,
+    common_prefix,
+    default_section,
+    named,
+    render,
+    run_context,
+)
 
 
 def measured(part: str, *records: dict, context: dict | None = None) -> list[dict]:
@@ -49,8 +57,15 @@ def test_each_part_titles_its_table_and_notes_from_its_records():
         "load average 1.5 at the start; settings: `BENCH_RUNS=1`." in page
     )
     assert "## Plain part: the docstring's first line (`plain`)" in page
-    assert "| a.b | 3 | s |  |" in page
+    assert "| a.b | 3 | s |  |" in page  # a lone record keeps all but the part's name
     assert "Measured before results recorded their machine and date." in page
+
+
+def test_names_lose_only_the_prefix_the_part_shares():
+    assert common_prefix(["input.limit.cores", "input.limit.full.cpu"]) == "input.limit."
+    assert common_prefix(["ingest.loop.5000.rate", "ingest.beam.5000.rate"]) == "ingest."
+    assert common_prefix(["a.b", "a.b.c"]) == "a."  # never a whole name
+    assert common_prefix(["solo.x.y"]) == "solo."
 
 
 def test_a_part_no_longer_listed_still_shows_its_results():
