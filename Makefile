@@ -41,7 +41,7 @@ help:
 	@echo "                                       run the pipeline (default: the embedded dataset)"
 	@echo "make test                              full test suite (builds .venv first)"
 	@echo "make test-fast                         unit tests only (about a minute)"
-	@echo "make bench [PARTS='input ingest']      benchmarks (default: every part)"
+	@echo "make bench [PARTS='input ingest']      benchmarks -> build/bench, docs/performance.md"
 	@echo "make bench-gpu [OUTPUT=dir]             ResNet-50 on a CUDA machine (< 8 min; not in CI)"
 	@echo "make lint | make setup"
 	@echo "make airflow [DATA=...]                Airflow scheduler + UI running the DAG daily (build/airflow)"
