@@ -15,6 +15,7 @@ import time
 from benchmarks.charts import label_bars, value_and_ratio
 from benchmarks.photo_data import write_photo_jpegs
 from benchmarks.process_tree import run_measured
+from benchmarks.report import Section, default_section
 
 MEMORY_SAMPLE_S = 0.05
 
@@ -293,6 +294,25 @@ def _child_main() -> None:
     examples = contender(args.input, args.output)
     seconds = time.perf_counter() - started
     print(json.dumps({"examples": examples, "seconds": seconds}))
+
+
+def section(records: list[dict]) -> Section:
+    """The table, and per input size how the job compares with the loop and the split loop."""
+    notes = []
+    for record in records:
+        parts = record["name"].split(".")
+        if parts[1] == "beam" and parts[-1] == "images_per_s" and "ratio" in record:
+            share = next(
+                (r for r in records if r["name"] == f"ingest.beam.{parts[2]}.share_of_ceiling"),
+                None,
+            )
+            note = (
+                f"On {int(parts[2]):,} photos the Beam job runs at {record['ratio']:.2f}x the loop"
+            )
+            if share:
+                note += f", {share['ratio']:.2f}x the split loop (what the cores allow)"
+            notes.append(note + ".")
+    return default_section(__doc__, records, notes=notes)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import time
 from benchmarks.charts import label_bars
 from benchmarks.photo_data import write_photo_jpegs
 from benchmarks.process_tree import run_measured
+from benchmarks.report import Section, default_section
 
 IMAGES = int(os.environ.get("BENCH_PIPELINE_IMAGES", "2000"))
 EPOCHS = int(os.environ.get("BENCH_PIPELINE_EPOCHS", "2"))
@@ -225,3 +226,14 @@ def chart(records: list[dict], path: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def section(records: list[dict]) -> Section:
+    """The table, and per input size how the other components' time compares with training."""
+    notes = [
+        f"On {int(record['name'].split('.')[1]):,} images the components other than the "
+        f"Trainer take {record['ratio']:.2f}x the Trainer's time."
+        for record in records
+        if record["name"].endswith(".non_training_seconds") and "ratio" in record
+    ]
+    return default_section(__doc__, records, notes=notes)

@@ -94,3 +94,38 @@ def test_run_context_keeps_only_the_benchmark_settings():
     context = run_context({"BENCH_INPUT_IMAGES": "1000", "HOME": "/root"})
     assert context["settings"] == {"BENCH_INPUT_IMAGES": "1000"}
     assert context["machine"]["cores"] >= 1
+
+
+def test_ingest_and_pipeline_parts_note_their_headline_ratios():
+    from benchmarks import ingest_bench, pipeline_bench
+
+    ingest = measured(
+        "ingest",
+        {"name": "ingest.loop.5000.images_per_s", "value": 600, "unit": "images/s"},
+        {
+            "name": "ingest.beam.5000.images_per_s",
+            "value": 480,
+            "unit": "images/s",
+            "baseline": "ingest.loop.5000.images_per_s",
+            "ratio": 0.8,
+        },
+        {"name": "ingest.beam.5000.share_of_ceiling", "value": 0.5, "unit": "ratio", "ratio": 0.5},
+        {"name": "ingest.beam.50.seconds", "value": 3.0, "unit": "s"},
+    )
+    assert ingest_bench.section(ingest).notes == (
+        "On 5,000 photos the Beam job runs at 0.80x the loop, 0.50x the split loop (what the "
+        "cores allow).",
+    )
+    pipeline = measured(
+        "pipeline",
+        {
+            "name": "pipeline.2000.non_training_seconds",
+            "value": 14.0,
+            "unit": "s",
+            "baseline": "pipeline.2000.Trainer.seconds",
+            "ratio": 1.25,
+        },
+    )
+    assert pipeline_bench.section(pipeline).notes == (
+        "On 2,000 images the components other than the Trainer take 1.25x the Trainer's time.",
+    )
