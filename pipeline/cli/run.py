@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from data_prep.gc_freeze import imports_frozen
@@ -64,6 +65,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
                 config,
                 wait=not args.no_wait,
                 on_wait=shown.say,
+                say=shown.say,
                 config_file=None if settings is None else json.dumps(settings),
                 store_target=store_target,
             )
@@ -90,5 +92,7 @@ def _print_summary(summary, config, build_dir: str, log_path: str, store: str) -
     if summary.pushed_to:
         lineage = f"imgpipe lineage model --latest-pushed --build-dir {build_dir}"
         print(f"where the pushed model came from: {lineage}")
-    print(f"run report (one HTML file): {report_path(config.pipeline_root, summary.run_id)}")
+    report = report_path(config.pipeline_root, summary.run_id)
+    if os.path.isfile(report):  # a by-product: when it could not be written, the run said so
+        print(f"run report (one HTML file): {report}")
     print(f"full log: {log_path}")
