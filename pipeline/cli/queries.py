@@ -83,9 +83,9 @@ def _run_query(args, beam_args: list[str]) -> int:
     command = "runs" if args.query in ("runs", "diff") else "lineage"
     try:
         target = options.store_target(args)
+        store = target.open()  # first: a missing or damaged store is named, never written
         if target.backend() == "sqlite":  # a local store: no dead run is left shown running
             run_guard.settle_orphans(target.sqlite or target.default_sqlite)
-        store = target.open()
         if args.query == "runs":
             answer = lineage.list_runs(store, args.pipeline)
             text = lineage_format.format_runs

@@ -21,7 +21,7 @@ from pipeline.code_fingerprint import code_fingerprint
 from pipeline.factory import create_pipeline
 from pipeline.gate.data_snapshot import take_snapshot
 from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
-from pipeline.mlmd_connection import MlmdTarget
+from pipeline.mlmd_connection import MlmdTarget, check_sqlite_store
 from pipeline.pipeline_config import PipelineConfig
 from pipeline.runners import run_guard
 from pipeline.runners.serving_folder import repair_serving_folder
@@ -71,9 +71,10 @@ def run_local(
     """
     config.validate()
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
-    connection = (store_target or MlmdTarget(sqlite=config.metadata_path)).connection_config(
-        read_only=False
-    )
+    target = store_target or MlmdTarget(sqlite=config.metadata_path)
+    connection = target.connection_config(read_only=False)
+    if target.backend() == "sqlite" and os.path.lexists(connection.sqlite.filename_uri):
+        check_sqlite_store(connection.sqlite.filename_uri)  # a new file only where none is
     store = metadata_store.MetadataStore(connection)
     lock = run_guard.exclusive_run(config.metadata_path, config.name, wait, on_wait)
     with lock as (holder, previous):
