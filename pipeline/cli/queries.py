@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from data_prep.ingest_config import ConfigError
+from data_prep.runtime.terminal import terminal_safe
 from pipeline import exit_codes
 from pipeline.cli import options
 
@@ -109,10 +110,10 @@ def _run_query(args, beam_args: list[str]) -> int:
             answer = lineage.image_lineage(store, args.path)
             text = lineage_format.format_image_lineage
     except (ConfigError, StoreNotFound, lineage.LineageError) as error:
-        print(f"imgpipe {command}: error: {error}", file=sys.stderr)
+        print(terminal_safe(f"imgpipe {command}: error: {error}"), file=sys.stderr)
         return exit_codes.BAD_INPUT
     except errors.StatusError as error:
         print(f"imgpipe {command}: error: {target.describe()}: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    print(lineage_format.to_json(answer) if args.json else text(answer))
+    print(lineage_format.to_json(answer) if args.json else terminal_safe(text(answer)))
     return exit_codes.OK

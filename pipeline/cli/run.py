@@ -8,6 +8,7 @@ import sys
 
 from data_prep.gc_freeze import imports_frozen
 from data_prep.ingest_config import ConfigError
+from data_prep.runtime.terminal import terminal_safe
 from pipeline import console, exit_codes
 from pipeline.cli import options
 from pipeline.cli.failures import describe_failure, report_failure
@@ -87,7 +88,7 @@ def _print_summary(summary, config, build_dir: str, log_path: str, store: str) -
     from pipeline.lineage.formatting import format_run_summary
     from pipeline.ui.report import report_path
 
-    print(format_run_summary(summary, config.min_accuracy))
+    print(terminal_safe(format_run_summary(summary, config.min_accuracy)))
     print(f"ML Metadata: {store}; artifacts under {config.pipeline_root}")
     if summary.pushed_to:
         lineage = f"imgpipe lineage model --latest-pushed --build-dir {build_dir}"

@@ -37,3 +37,11 @@ def test_signature_spec_reads_both_signatures_from_the_saved_model(model_artifac
     for signature in spec.values():
         assert signature["outputs"]["probabilities"] == {"dtype": "float32", "shape": [None, 3]}
         assert signature["outputs"]["class_names"]["dtype"] == "string"
+
+
+def test_class_names_in_the_markdown_card_show_html_and_control_characters_as_text():
+    from components.model_card import markdown_text
+
+    assert markdown_text("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
+    assert markdown_text("cat\x1b[31m|dog") == "cat\\x1b[31m\\|dog"
+    assert markdown_text("plain owl") == "plain owl"

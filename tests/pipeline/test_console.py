@@ -133,3 +133,17 @@ def test_on_a_terminal_training_progress_is_a_live_bar():
     assert "\r" in text and "4/8" in text  # redrawn in place
     assert "epoch 1/2, 31.5 images/s, loss 0.6930, accuracy 0.5000" in text
     assert text.rstrip().splitlines()[-1].split() == ["Trainer", "ran", *text.split()[-2:]]
+
+
+def test_a_line_naming_a_file_shows_its_escape_codes_instead_of_obeying_them(capsys):
+    import io
+
+    from pipeline.cli.failures import report_failure
+
+    out = io.StringIO()
+    console.Console(out).say("removed /serving/\x1b[2Jx")
+    assert out.getvalue() == "removed /serving/\\x1b[2Jx\n"
+    report_failure("run", (1, "cannot read cat\x1b]0;title\x07/a.jpg"), "/log")
+    assert capsys.readouterr().err == (
+        "imgpipe run: error: cannot read cat\\x1b]0;title\\x07/a.jpg (full log: /log)\n"
+    )
