@@ -100,6 +100,10 @@ def test_bad_setting_fails_before_any_work_naming_the_field(tmp_path, capsys):
         ("trainer.epochs=0", "trainer.epochs: 0 is below 1"),
         ("trainer.precision=float8", "trainer.precision:"),
         ("trainer.epochs=many", "trainer.epochs: 'many' is not of type int"),
+        ("trainer.image_size=100000", "trainer.image_size: 100000: one batch of 64 images takes"),
+        ("ingest.eval_fraction=0", "ingest.eval_fraction: 0.0 leaves no eval split"),
+        ("trainer.seed=18446744073709551616", "trainer.seed: 18446744073709551616 is not in 0.."),
+        ("tuning.seed=-1", "tuning.seed: -1 is not in 0..4294967295"),
     ],
 )
 def test_run_overrides_are_checked_before_any_work(tmp_path, capsys, setting, message):
