@@ -24,6 +24,7 @@ from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
 from pipeline.mlmd_connection import MlmdTarget, check_sqlite_store
 from pipeline.pipeline_config import PipelineConfig
 from pipeline.runners import run_guard
+from pipeline.runners.damaged_examples import damaged_shard_failure
 from pipeline.runners.serving_folder import repair_serving_folder
 from pipeline.ui.report import report_path, write_report
 
@@ -110,6 +111,9 @@ def run_local(
     summary = run_record(store, config.name, run_id)
     if failure is not None:
         if summary.stopped_by != STOPPED_BY_GATE:
+            damaged = damaged_shard_failure(store, summary.examples_id, failure)
+            if damaged is not None:
+                raise damaged from failure
             raise failure  # a component broke: the caller reports it (one error line)
         LOGGER.info("run %s stopped by the data gate", run_id, exc_info=failure)
     report = report_path(config.pipeline_root, summary.run_id)
