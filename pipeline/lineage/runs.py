@@ -230,6 +230,9 @@ def _why_not_pushed(graph: MetadataGraph, executions, components, first, outcome
         execution, component = failed[0]
         result = execution.custom_properties.get(EXECUTION_RESULT_PROPERTY)
         message = json.loads(result.string_value).get("resultMessage") if result else None
+        ended_by = execution.custom_properties.get(run_guard.ENDED_BY)
+        if not message and ended_by is not None:  # its process died: ML Metadata says how
+            message = f"{component.node} did not finish: {ended_by.string_value}"
         stage = STOPPED_BY_GATE if component.node == GATE_NODE else component.node
         found.update(
             stopped_by=stage,
