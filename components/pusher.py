@@ -184,9 +184,11 @@ class Executor(tfx_pusher.Executor):
         base_directory = destination.filesystem.base_directory
         if "://" not in base_directory:  # recorded absolute: a store answers from any folder
             base_directory = os.path.abspath(base_directory)
+        # The archived copy TFX keeps comes first, so that the rename into place is the last step
+        # before TFX records the push: a kill leaves an unrecorded version only in between.
+        io_utils.copy_dir(model_dir, pushed_model.uri)
         version, version_dir, files = push(model_dir, base_directory)
         LOGGER.info("model %s pushed to %s", model_dir, version_dir)
-        io_utils.copy_dir(model_dir, pushed_model.uri)  # the archived copy, as TFX keeps it
         pushed_model.set_int_custom_property(PUSHED, 1)
         pushed_model.set_string_custom_property(DESTINATION, version_dir)
         pushed_model.set_string_custom_property(VERSION, version)
