@@ -33,6 +33,7 @@ from pipeline.lineage.store import (
 from pipeline.runners import run_guard
 
 GATE_NODE = "DataGate"
+DEAD_PROCESS = "run's process"  # stopped_by of a run whose process died between components
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +76,9 @@ class PipelineRun:
     # The Trainer's performance report (images/s, step time, ...) from the Model's properties.
     training_performance: dict | None = None
     # Why nothing was pushed, in one place: which stage stopped it (one of exit_codes.STOPPED_BY_*,
-    # or the failed component's node id) and its own words (the gate's anomalies, drift or class
-    # change; the TFMA thresholds that failed; the serving check's problems).
+    # the failed component's node id, or DEAD_PROCESS) and its own words (the gate's anomalies,
+    # drift or class change; the TFMA thresholds that failed; the serving check's problems; how
+    # a dead process was found).
     stopped_by: str | None = None
     not_pushed_reason: str | None = None
     # Set when the Evaluator compared with no baseline although one was blessed: why.
@@ -192,6 +194,13 @@ def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> Pipe
             ].string_value
             outcome["pushed_model_id"] = pushed.id
     outcome.update(_why_not_pushed(graph, executions, components, first, outcome, metrics))
+    if (
+        members.recorded == run_guard.FAILED
+        and members.ended_by
+        and not outcome.get("pushed_to")
+        and not outcome.get("not_pushed_reason")
+    ):  # its process died between components: only the run's record says how
+        outcome.update(stopped_by=DEAD_PROCESS, not_pushed_reason=members.ended_by)
     started = min(e.create_time_since_epoch for e in executions)
     ended = max(e.last_update_time_since_epoch for e in executions)
     return PipelineRun(
@@ -232,7 +241,7 @@ def _why_not_pushed(graph: MetadataGraph, executions, components, first, outcome
         message = json.loads(result.string_value).get("resultMessage") if result else None
         ended_by = execution.custom_properties.get(run_guard.ENDED_BY)
         if not message and ended_by is not None:  # its process died: ML Metadata says how
-            message = f"{component.node} did not finish: {ended_by.string_value}"
+            message = ended_by.string_value
         stage = STOPPED_BY_GATE if component.node == GATE_NODE else component.node
         found.update(
             stopped_by=stage,

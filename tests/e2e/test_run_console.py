@@ -136,7 +136,10 @@ def test_a_killed_or_interrupted_run_is_never_shown_running(tiny, how, status, c
     assert run["status"] == status
     assert "running" not in {c["state"] for c in run["components"]}
     if how == signal.SIGKILL:  # the log stops mid-line: ML Metadata has the cause
-        assert run["not_pushed_reason"].startswith("StatisticsGen did not finish: process ")
+        assert run["stopped_by"] in ("StatisticsGen", "run's process")
+        assert re.fullmatch(
+            r"process \d+ on .+, started .+ ended without finishing", run["not_pushed_reason"]
+        )
 
 
 def _error_line(arguments, expected_code):
