@@ -22,7 +22,7 @@ from pipeline.factory import create_pipeline
 from pipeline.gate.data_snapshot import take_snapshot
 from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
 from pipeline.mlmd_connection import MlmdTarget, check_sqlite_store
-from pipeline.pipeline_config import PipelineConfig
+from pipeline.pipeline_config import PipelineConfig, with_absolute_paths
 from pipeline.runners import run_guard
 from pipeline.runners.damaged_examples import damaged_shard_failure
 from pipeline.runners.serving_folder import repair_serving_folder
@@ -70,7 +70,7 @@ def run_local(
     say: shows a line on the console: what was repaired in the serving folder before the run,
     and a report that could not be written (a by-product: the run keeps its outcome).
     """
-    config.validate()
+    config = with_absolute_paths(config.validate())
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
     target = store_target or MlmdTarget(sqlite=config.metadata_path)
     connection = target.connection_config(read_only=False)
