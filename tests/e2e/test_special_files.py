@@ -1,7 +1,9 @@
-"""Runs over hostile input files finish with their real outcome: a named pipe in a class folder
-(rejected by the ingest, never opened by the report's thumbnails) or named by a manifest row
-(never opened by the ingest), and a class folder whose name holds terminal escape codes, which
-the console and `imgpipe lineage` show as text."""
+"""A run over hostile input finishes with its real outcome: a manifest row naming a named pipe
+(rejected by the ingest without being opened, and never opened by the run report's
+thumbnails of rejected files), and a class name holding terminal escape codes, which the
+console and `imgpipe lineage` show as text. (A pipe in a class folder takes the same two paths:
+the folder walk lists it as unreadable without opening it, tests/data_prep/test_sources.py, and
+the thumbnails never open it, tests/pipeline/ui/test_view_parts.py.)"""
 
 import os
 import subprocess
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 IMGPIPE = os.path.join(os.path.dirname(sys.executable), "imgpipe")
 RUN_TIMEOUT_S = 1800  # a hang fails the test instead of stalling the suite
-ESCAPED_CLASS = "\x1b[31mowl"
+ESCAPED = "\x1b[31m"  # turns a terminal's text red
 
 
 def _imgpipe(*arguments) -> subprocess.CompletedProcess:
@@ -25,47 +27,29 @@ def _imgpipe(*arguments) -> subprocess.CompletedProcess:
     )
 
 
-def _run(root, data) -> subprocess.CompletedProcess:
-    build = root / "build"
-    path = root / "tiny.yaml"
-    path.write_text(config_file.dump(tiny_config(data, build)))
-    return _imgpipe("run", "--config", str(path), "--build-dir", str(build))
-
-
-def test_a_pipe_in_a_class_folder_and_escape_codes_in_a_class_name(tmp_path):
-    images = write_images(tmp_path / "images")
-    os.rename(images / LABELS[-1], images / ESCAPED_CLASS)
-    os.mkfifo(images / "cat" / "pipe.jpg")
-
-    result = _run(tmp_path, images)
-
-    assert result.returncode == exit_codes.OK, result.stderr
-    assert "\x1b" not in result.stdout + result.stderr
-    lineage = _imgpipe(
-        "lineage", "model", "--latest-pushed", "--build-dir", str(tmp_path / "build")
-    )
-    assert lineage.returncode == exit_codes.OK, lineage.stderr
-    assert "\x1b" not in lineage.stdout and "[31mowl" in lineage.stdout  # shown escaped
-    report = _imgpipe(
-        "report",
-        "latest",
-        "--output",
-        str(tmp_path / "r.html"),
-        "--build-dir",
-        str(tmp_path / "build"),
-    )
-    assert report.returncode == exit_codes.OK, report.stderr
-    assert "cat/pipe.jpg" in (tmp_path / "r.html").read_text()  # listed, never read
-
-
-def test_a_manifest_row_naming_a_pipe_is_rejected_and_the_run_goes_on(tmp_path):
+def test_a_pipe_in_a_manifest_and_escape_codes_in_a_class_name(tmp_path):
     images = write_images(tmp_path / "images")
     os.mkfifo(images / "cat" / "pipe.jpg")
-    rows = [f"{label}/{i}.jpg,{label}" for label in LABELS for i in range(IMAGES_PER_CLASS)]
+    rows = [
+        f"{label}/{i}.jpg,{ESCAPED + label if label == LABELS[-1] else label}"
+        for label in LABELS
+        for i in range(IMAGES_PER_CLASS)
+    ]
     manifest = images / "list.csv"
     manifest.write_text("\n".join(["path,label", *rows, "cat/pipe.jpg,cat"]) + "\n")
+    build = tmp_path / "build"
+    config = tmp_path / "tiny.yaml"
+    config.write_text(config_file.dump(tiny_config(manifest, build)))
 
-    result = _run(tmp_path, manifest)
+    result = _imgpipe("run", "--config", str(config), "--build-dir", str(build))
 
     assert result.returncode == exit_codes.OK, result.stderr
     assert "1 rejected" in result.stdout, result.stdout
+    assert "\x1b" not in result.stdout + result.stderr
+    lineage = _imgpipe("lineage", "model", "--latest-pushed", "--build-dir", str(build))
+    assert lineage.returncode == exit_codes.OK, lineage.stderr
+    assert "\x1b" not in lineage.stdout and "[31mowl" in lineage.stdout  # shown escaped
+    report = tmp_path / "report.html"
+    shown = _imgpipe("report", "latest", "--output", str(report), "--build-dir", str(build))
+    assert shown.returncode == exit_codes.OK, shown.stderr
+    assert "cat/pipe.jpg" in report.read_text()  # listed as rejected, never read

@@ -73,9 +73,17 @@ def test_bound_to_every_interface_an_address_literal_is_answered():
 
 
 @pytest.mark.parametrize(
-    "url", ["/lineage/model/99999999999999999999999", "/lineage/examples/9223372036854775808"]
+    "url",
+    [
+        "/lineage/model/99999999999999999999999",
+        "/lineage/examples/9223372036854775808",
+        "/lineage/model/5",
+        "/lineage/examples/5",
+        "/run/no-such-run",
+        "/run/no-such-run/mistake/99999999999999999999.jpg",
+    ],
 )
-def test_ids_beyond_int64_are_not_found(client, url):
+def test_big_or_unknown_ids_are_not_found(client, url):
     assert client.get(url).status_code == 404
 
 
