@@ -72,28 +72,24 @@ def manifest_problems(expected: dict[str, list], found: dict[str, list]) -> list
 
 
 def version_problems(version_dir: str, recorded_files: str | None) -> list[str]:
-    """Why a pushed version folder no longer holds what was pushed (files gone, added or of
-    another size); empty when it does. Sizes only, so that checking every push of a pipeline on
-    each run costs a few stat calls, not reading the models. recorded_files: the PUSHED_FILES
-    property (JSON); None for a push recorded without it (then the folder must hold a SavedModel
-    with its variables)."""
+    """Why a pushed version folder no longer holds what was pushed (a file gone, or of another
+    size); empty when it does. Files added since (the model card, placed beside the model) are
+    no problem. Sizes only, so that checking every push of a pipeline on each run costs a few
+    stat calls, not reading the models. recorded_files: the PUSHED_FILES property (JSON); None
+    for a push recorded without it (then the folder must hold a SavedModel with its
+    variables)."""
     if not fileio.isdir(version_dir):
         return ["the folder is gone"]
     if recorded_files is None:
         missing = [n for n in (SAVED_MODEL_FILE, VARIABLES_INDEX) if not _exists(version_dir, n)]
         return [f"{name} is missing" for name in missing]
-    expected = {name: size for name, (size, _) in json.loads(recorded_files).items()}
-    found = {
-        os.path.relpath(os.path.join(directory, name), version_dir): tf.io.gfile.stat(
-            os.path.join(directory, name)
-        ).length
-        for directory, _, names in fileio.walk(version_dir)
-        for name in names
-    }
-    return manifest_problems(
-        {name: [size] for name, size in expected.items()},
-        {name: [size] for name, size in found.items()},
-    )
+    expected = {name: [size] for name, (size, _) in json.loads(recorded_files).items()}
+    found = {}
+    for name in expected:
+        path = os.path.join(version_dir, name)
+        if fileio.exists(path):
+            found[name] = [tf.io.gfile.stat(path).length]
+    return manifest_problems(expected, found)
 
 
 def leftovers(base_directory: str) -> list[str]:

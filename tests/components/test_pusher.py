@@ -107,6 +107,9 @@ def test_a_pushed_folder_is_checked_against_the_files_pushed(model_artifact, tmp
     recorded = json.dumps(pusher.file_manifest(folder))
     assert pusher.version_problems(folder, recorded) == []
     assert pusher.version_problems(folder, None) == []
+    with open(os.path.join(folder, "model_card.md"), "w") as handle:
+        handle.write("# placed beside the model after the push")
+    assert pusher.version_problems(folder, recorded) == []
     shutil.rmtree(os.path.join(folder, "variables"))
     problems = pusher.version_problems(folder, recorded)
     assert "variables/variables.index is missing" in problems

@@ -1,6 +1,6 @@
 """A pushed model whose files were removed is pushed again by the next, otherwise cached, run;
-the broken folder is cleaned up with a line; and a run report that cannot be written costs the
-run one line, not its outcome."""
+the broken folder is cleaned up with a line, and a whole one (its model card beside it) is
+reused; a run report that cannot be written costs the run one line, not its outcome."""
 
 import os
 import shutil
@@ -39,3 +39,9 @@ def test_a_pushed_model_without_its_variables_is_pushed_again_by_a_cached_rerun(
     assert lines[1].startswith(f"removed {first.pushed_to}: ")
     assert lines[2].startswith("the run report could not be written to ")
     assert len(lines) == 3
+
+    lines.clear()  # the model card now sits beside the new push: still what was pushed
+    third = run_local(config, say=lines.append)
+    assert {c.node: c.state for c in third.components}["Pusher"] == "cached"
+    assert third.pushed_to == second.pushed_to
+    assert len(lines) == 1 and lines[0].startswith("the run report could not be written to ")
