@@ -28,7 +28,6 @@ import tensorflow as tf
 import tf_keras as keras
 from apache_beam.io.filesystems import FileSystems
 from tensorflow.lite.python.convert_phase import ConverterError
-from tf_keras.protobuf import saved_metadata_pb2
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
@@ -37,8 +36,7 @@ from tfx.utils import path_utils
 from components.artifacts import EvaluationReport, TFLiteModel
 from components.eval_split import read_batches, split_files
 from components.evaluation_report import EvalScores, read_scores
-from components.trainer.export import IMAGES_SIGNATURE
-from components.trainer.model import in_float32
+from components.trainer.export import IMAGES_SIGNATURE, rebuild_keras_model
 from components.trainer.preprocessing import CHANNELS, Normalization, decode_and_resize, normalize
 from components.trainer.serving_assets import read_normalization
 from data_prep.runtime.cores import usable_cores
@@ -57,29 +55,6 @@ LATENCY_REQUESTS = 100  # one-image invocations timed per model
 # The ops TFLite refuses in an exported model's IMAGES_SIGNATURE: decoding and antialiased
 # resizing (tests/components/test_tflite_export.py converts that signature to keep this true).
 IMAGES_SIGNATURE_REFUSED_OPS = ("tf.DecodeImage", "tf.ScaleAndTranslate")
-
-
-KERAS_METADATA_FILE = "keras_metadata.pb"  # where a Keras-made SavedModel records its layers
-VARIABLES_PREFIX = os.path.join("variables", "variables")  # the SavedModel's checkpoint
-
-
-def rebuild_keras_model(saved_model_dir: str) -> keras.Model:
-    """The exported Keras model, built from the architecture the SavedModel records and given
-    its variables: the same model keras.models.load_model returns, without reviving every layer
-    from the SavedModel, which costs seconds. Fails when a variable of the architecture is
-    missing from the checkpoint. Computes in float32 whatever policy it trained
-    under: TFLite has no bfloat16 type (a model trained under mixed_bfloat16 failed both
-    conversions, "Failed to convert element type 'bf16'")."""
-    metadata = saved_metadata_pb2.SavedMetadata()
-    with tf.io.gfile.GFile(os.path.join(saved_model_dir, KERAS_METADATA_FILE), "rb") as handle:
-        metadata.ParseFromString(handle.read())
-    [root] = [node for node in metadata.nodes if node.node_path == "root"]
-    model = keras.models.model_from_json(
-        json.dumps(in_float32(json.loads(root.metadata)["model_config"])),
-    )
-    restored = model.load_weights(os.path.join(saved_model_dir, VARIABLES_PREFIX))
-    restored.assert_existing_objects_matched()
-    return model
 
 
 def pixels_function(model: keras.Model, image_size: int, normalization: Normalization):

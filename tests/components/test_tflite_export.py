@@ -8,7 +8,6 @@ scores of other images."""
 import dataclasses
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from tensorflow.lite.python.convert_phase import ConverterError
 
 from components import evaluation_report, tflite_export
 from components.eval_split import split_files
+from components.trainer import export
 from components.trainer import model as trainer_model
 from components.trainer.export import IMAGES_SIGNATURE
 from components.trainer.preprocessing import normalize
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def converted(model_artifact, examples_artifact):
     saved_model_dir = os.path.join(model_artifact.uri, "Format-Serving")
-    model = tflite_export.rebuild_keras_model(saved_model_dir)
+    model = export.rebuild_keras_model(saved_model_dir)
     size = int(model.input_shape[1])
     function = tflite_export.pixels_function(model, size, NORMALIZATION)
     representative = tflite_export.representative_pixels(
@@ -114,22 +114,6 @@ def test_single_image_latency_times_every_model(converted):
         assert 0 < latency["p50"] <= latency["p99"]
 
 
-def test_the_rebuilt_keras_model_is_the_exported_one(tmp_path):
-    config = dataclasses.replace(runlocal(), backbone_preprocessing=True)  # a custom layer too
-    exported = trainer_model.build_model(config, 3, NORMALIZATION)
-    exported.save(tmp_path / "model", save_format="tf")
-    images = np.random.default_rng(1).normal(size=(4, *exported.input_shape[1:]))
-
-    rebuilt = tflite_export.rebuild_keras_model(str(tmp_path / "model"))
-    loaded = keras.models.load_model(tmp_path / "model", compile=False)
-
-    assert any(isinstance(layer, trainer_model.BackboneInput) for layer in rebuilt.layers)
-    assert [w.name for w in rebuilt.weights] == [w.name for w in loaded.weights]
-    for mine, theirs in zip(rebuilt.weights, loaded.weights, strict=True):
-        assert np.array_equal(mine.numpy(), theirs.numpy())
-    assert np.array_equal(rebuilt(images, training=False), loaded(images, training=False))
-
-
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_a_model_trained_under_a_mixed_policy_converts_in_float32(tmp_path, policy):
     previous = keras.mixed_precision.global_policy()
@@ -142,7 +126,7 @@ def test_a_model_trained_under_a_mixed_policy_converts_in_float32(tmp_path, poli
     pixels = np.random.default_rng(2).uniform(0, 255, (4, *trained.input_shape[1:]))
     pixels = pixels.astype(np.float32)
 
-    rebuilt = tflite_export.rebuild_keras_model(str(tmp_path / "model"))
+    rebuilt = export.rebuild_keras_model(str(tmp_path / "model"))
     size = int(rebuilt.input_shape[1])
     function = tflite_export.pixels_function(rebuilt, size, NORMALIZATION)
     flatbuffer = tflite_export.convert(function, rebuilt, "float32")
@@ -153,19 +137,6 @@ def test_a_model_trained_under_a_mixed_policy_converts_in_float32(tmp_path, poli
     expected = rebuilt(normalize(pixels, NORMALIZATION), training=False).numpy()
     got = tflite_export.tflite_probabilities(flatbuffer, pixels)
     assert np.abs(got - expected).max() <= 1e-5
-
-
-def test_rebuilding_refuses_variables_that_miss_part_of_the_architecture(tmp_path):
-    inputs = keras.Input((4,))
-    smaller = keras.Model(inputs, keras.layers.Dense(3)(inputs))
-    larger = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Dense(3)(inputs)))
-    smaller.save(tmp_path / "smaller", save_format="tf")
-    larger.save(tmp_path / "larger", save_format="tf")
-    shutil.rmtree(tmp_path / "larger" / "variables")
-    shutil.copytree(tmp_path / "smaller" / "variables", tmp_path / "larger" / "variables")
-
-    with pytest.raises(AssertionError):
-        tflite_export.rebuild_keras_model(str(tmp_path / "larger"))
 
 
 def test_unconvertible_ops_of_the_bytes_signature_are_the_ones_the_report_names(converted):
