@@ -78,9 +78,11 @@ def test_the_runs_table_has_both_runs_and_compares_the_two_selected(browser, ser
 
 def test_the_run_page_shows_the_gallery_thumbnails_and_curves(browser, served, two_runs):
     page = browser.open(f"{served}/run/{two_runs.first.run_id}")
-    mistakes = browser.widths("#gallery img")
+    mistakes = browser.widths("#gallery img.photo")
     assert mistakes and all(width > 0 for width in mistakes)
     assert page.locator("figure.mistake").count() == len(mistakes)
+    overlays = browser.widths("#gallery img.gradcam")  # a Grad-CAM beside every mistake
+    assert len(overlays) == len(mistakes) and all(width > 0 for width in overlays)
     rejected = page.locator("figure.rejected", has_text=DUPLICATE)
     assert rejected.locator("img").evaluate("image => image.naturalWidth") > 0
     assert page.locator(".chart polyline").count() >= 4
