@@ -89,7 +89,7 @@ def test_the_run_page_shows_the_gallery_thumbnails_and_curves(browser, served, t
     assert rejected.locator("img").evaluate("image => image.naturalWidth") > 0
     assert page.locator(".chart polyline").count() >= 4
     assert page.locator("#confusion tbody tr").count() == 3
-    assert page.locator("#model-card .rendered table").count() >= 2  # the card, rendered
+    assert page.locator("#model-card + .rendered table").count() >= 2  # the card, rendered
     if os.environ.get("IMGPIPE_UI_SCREENSHOT"):  # the README's: metrics, confusion matrix, gallery
         page.evaluate("document.getElementById('evaluation').scrollIntoView()")
         page.screenshot(path=os.environ["IMGPIPE_UI_SCREENSHOT"])
