@@ -158,8 +158,8 @@ def create_app(open_store: Callable[[], metadata_store.MetadataStore], where: st
         view = model_pages.model_view(open_store(), model_id)
         if name not in view.files:  # only the files the page lists, never another path
             flask.abort(404)
-        return flask.send_file(
-            os.path.join(view.version.folder, view.files[name]),
+        return flask.send_file(  # absolute: Flask reads a relative path from its package
+            os.path.abspath(os.path.join(view.version.folder, view.files[name])),
             as_attachment=not name.endswith(".png"),
         )
 
