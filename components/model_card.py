@@ -30,12 +30,10 @@ from tfx.utils import path_utils
 from components import evaluation_report, metadata_keys, serving_check, tflite_export
 from components.artifacts import EvaluationReport, IngestReport, ModelCard, TFLiteModel
 from components.evaluation_report import shown
-from components.model_card_reader import CARD_JSON, CARD_MARKDOWN
+from components.model_card_reader import CARD_JSON, CARD_MARKDOWN, EVALUATION_DIR, TFLITE_DIR
 from components.trainer.serving_assets import read_label_names
 from data_prep.ingest import IngestOutputs, read_ingest_report
 
-TFLITE_DIR = "tflite"
-EVALUATION_DIR = "evaluation"
 PACKAGES = (
     "imgpipe",
     "tensorflow",

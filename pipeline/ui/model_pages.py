@@ -16,17 +16,20 @@ from collections.abc import Callable
 import markupsafe
 from ml_metadata.metadata_store import metadata_store
 
-from components.model_card_reader import CARD_JSON, CARD_MARKDOWN
+from components.model_card_reader import CARD_JSON, CARD_MARKDOWN, EVALUATION_DIR, TFLITE_DIR
 from pipeline import lineage
 from pipeline.ui import curves
 
-# A pushed version's folders as ModelCardGen lays them out (components/model_card.py).
-TFLITE_DIR, EVALUATION_DIR = "tflite", "evaluation"
-CONFUSION_PNG = "evaluation/confusion_matrix.png"
 # What the SavedModel download holds: the SavedModel's own files, not the card, TFLite or
 # evaluation placed beside it.
-SAVED_MODEL_PARTS = ("saved_model.pb", "fingerprint.pb", "keras_metadata.pb", "variables", "assets")
-SAVED_MODEL_PARTS += ("assets.extra",)
+SAVED_MODEL_PARTS = (
+    "saved_model.pb",
+    "fingerprint.pb",
+    "keras_metadata.pb",
+    "variables",
+    "assets",
+    "assets.extra",
+)
 # The training curves overlaid across compared runs: one chart per tag.
 COMPARED_TAGS = ("eval/accuracy", "eval/loss", "train/loss")
 
@@ -89,10 +92,13 @@ class ModelView:
     card_html: markupsafe.Markup
     decisions: tuple[Decision, ...]
     files: dict[str, str]  # name shown and downloadable -> path inside the version folder
+    confusion_png: str | None  # the files' name of the confusion matrix, when there is one
     has_saved_model: bool
 
 
 def model_view(store: metadata_store.MetadataStore, model_id: int) -> ModelView:
+    from components.evaluation_report import CONFUSION_PNG  # TensorFlow: once a page asks
+
     for version in models_view(store):
         if version.model_id == model_id:
             break
@@ -100,9 +106,10 @@ def model_view(store: metadata_store.MetadataStore, model_id: int) -> ModelView:
         raise lineage.LineageError(f"no pushed version of Model {model_id}; /models lists them")
     folder = version.folder
     card = _read_json(posixpath.join(folder, CARD_JSON))
+    confusion = posixpath.join(EVALUATION_DIR, CONFUSION_PNG)
     files = {
         name: name
-        for name in (CARD_MARKDOWN, CARD_JSON, CONFUSION_PNG)
+        for name in (CARD_MARKDOWN, CARD_JSON, confusion)
         if os.path.isfile(os.path.join(folder, name))
     }
     for name in (card.get("tflite") or {}).get("files", {}).values():
@@ -119,6 +126,7 @@ def model_view(store: metadata_store.MetadataStore, model_id: int) -> ModelView:
         card_html=render_markdown(markdown),
         decisions=decisions(version.run, card),
         files=files,
+        confusion_png=confusion if confusion in files else None,
         has_saved_model=os.path.isfile(os.path.join(folder, "saved_model.pb")),
     )
 
