@@ -46,7 +46,7 @@ class Explainer:
         self.image_size = int(self.model.input_shape[1])
         self.normalization = read_normalization(saved_model_dir)
         self.label_names = read_label_names(saved_model_dir)
-        self._stages = _stages(self.model)
+        self._stages = split_at_feature_map(self.model)
 
     def explain(
         self, encoded: list[bytes], class_ids: list[int] | None = None
@@ -95,7 +95,7 @@ class Explainer:
         ]
 
 
-def _stages(model: keras.Model):
+def split_at_feature_map(model: keras.Model):
     """The classifier cut at its backbone's last feature map, for a model build_model made (a
     chain: input, optional input layer, backbone, dropout, softmax Dense): the layers before
     the backbone, the backbone up to that map, the layers after it (pooling, dropout), and the

@@ -15,7 +15,7 @@ from components import gradcam
 from components.trainer import export
 from components.trainer.model import build_model
 from components.trainer.preprocessing import Normalization, normalize
-from components.trainer.trainer_config import runlocal
+from components.trainer.trainer_config import MODELS, runlocal
 
 pytestmark = pytest.mark.slow  # trains a small network for a few seconds
 
@@ -112,3 +112,30 @@ def test_the_overlay_is_a_png_reddest_where_the_heatmap_is_high(square_model):
     assert image.shape == (gradcam.OVERLAY_SIDE, gradcam.OVERLAY_SIDE, 3)
     hot, cold = image[5, 5], image[-5, -5]
     assert hot[0] - hot[2] > 50 and cold[2] - cold[0] > 50  # red over the peak, blue far off
+
+
+@pytest.mark.parametrize("backbone", MODELS)
+def test_every_backbone_splits_at_its_last_feature_map_into_the_same_classifier(backbone):
+    # The applications with their own input layer (BackboneInput), small_cnn without.
+    own_preprocessing = backbone != "small_cnn"
+    config = dataclasses.replace(
+        runlocal(), model=backbone, backbone_preprocessing=own_preprocessing
+    )
+    normalization = Normalization((120.0, 110.0, 100.0), (60.0, 50.0, 40.0))
+    model = build_model(config, 3, normalization)
+    images = np.random.default_rng(3).normal(size=(2, *model.input_shape[1:])).astype(np.float32)
+
+    before, features_model, after, head = gradcam.split_at_feature_map(model)
+    x = images
+    for layer in before:
+        x = layer(x, training=False)
+    features = features_model(x, training=False)
+    x = features
+    for layer in after:
+        x = layer(x, training=False)
+    logits = tf.matmul(x, head.kernel) + head.bias
+
+    assert len(features.shape) == 4 and features.shape[1] > 0
+    np.testing.assert_allclose(
+        tf.nn.softmax(logits).numpy(), model(images, training=False).numpy(), atol=1e-5
+    )
