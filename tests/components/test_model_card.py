@@ -45,3 +45,24 @@ def test_class_names_in_the_markdown_card_show_html_and_control_characters_as_te
     assert markdown_text("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
     assert markdown_text("cat\x1b[31m|dog") == "cat\\x1b[31m\\|dog"
     assert markdown_text("plain owl") == "plain owl"
+
+
+def test_the_tflite_table_gives_each_models_gap_size_latency_and_file_or_refusal():
+    tflite = {
+        "files": {"float32": "model_float32.tflite"},
+        "bytes": {"float32": 2**20, "int8": 2**18},
+        "latency_ms": {"float32": {"p50": 1.1, "p99": 2.0}, "int8": {"p50": 0.3, "p99": 0.5}},
+        "eval": {
+            "examples": 100,
+            "accuracy": {"saved_model": 0.95, "float32": 0.95, "int8": 0.92},
+            "accuracy_gap_points": {"float32": 0.0, "int8": 3.0},
+        },
+    }
+
+    lines = model_card.tflite_table(tflite)
+
+    assert "SavedModel accuracy 0.9500" in lines[1]
+    assert lines[-2:] == [
+        "| float32 | 0.9500 | +0.00 | 1.00 | 1.10 / 2.00 | `tflite/model_float32.tflite` |",
+        "| int8 | 0.9200 | +3.00 | 0.25 | 0.30 / 0.50 | refused |",
+    ]
