@@ -50,7 +50,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     except ConfigError as error:
         print(f"imgpipe run: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    log_path = console.run_log_path(args.build_dir, "run")
+    log_path = console.run_log_path(options.build_dir(args), "run")
     summary = failure = None
     previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
     with console.capture(log_path, args.verbose) as shown:
@@ -75,7 +75,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
             signal.signal(signal.SIGTERM, previous_handler)
     if failure:
         return report_failure("run", failure, log_path)
-    _print_summary(summary, config, args.build_dir, log_path, store_target.describe())
+    _print_summary(summary, config, options.build_dir(args), log_path, store_target.describe())
     return summary.exit_code
 
 

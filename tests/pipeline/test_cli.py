@@ -81,7 +81,7 @@ def test_bad_setting_fails_before_any_work_naming_the_field(tmp_path, capsys):
     code = main(
         [
             "prep",
-            "--input",
+            "--data",
             str(tmp_path),
             "--output",
             str(tmp_path / "out"),
@@ -134,7 +134,7 @@ def test_run_draws_the_embedded_data_beside_its_imports_only_when_nothing_names_
 
 
 def test_missing_input_is_a_clear_error(tmp_path, capsys):
-    assert main(["prep", "--input", str(tmp_path / "nope"), "--output", str(tmp_path)]) == 2
+    assert main(["prep", "--data", str(tmp_path / "nope"), "--output", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
@@ -151,7 +151,7 @@ def test_prep_writes_dataset_and_summarizes(tmp_path, capsys):
     code = main(
         [
             "prep",
-            "--input",
+            "--data",
             str(tmp_path / "in"),
             "--output",
             str(tmp_path / "out"),
@@ -177,7 +177,7 @@ def test_default_data_then_prep_is_what_make_run_local_does(tmp_path, capsys):
         main(
             [
                 "prep",
-                "--input",
+                "--data",
                 str(tmp_path / "data"),
                 "--output",
                 str(tmp_path / "out"),
