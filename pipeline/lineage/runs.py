@@ -10,6 +10,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
+from components.evaluation_report_reader import read_report
 from components.ingest_report_reader import IngestReportRecord
 from components.model_card_reader import card_folder
 from data_prep.contract.label_map import names_by_id
@@ -333,8 +334,6 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
     if "tflite" in first:
         reports["tflite"] = plain_properties(graph.artifact(first["tflite"]))
     if "readable_evaluation" in first:
-        from components.evaluation_report import read_report
-
         uri = graph.artifact(first["readable_evaluation"]).uri
         report = read_report(uri)
         if report is not None:

@@ -1,4 +1,5 @@
 import argparse
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -187,3 +188,10 @@ def test_default_data_then_prep_is_what_make_run_local_does(tmp_path, capsys):
         == 0
     )
     assert "0 rejected" in capsys.readouterr().out
+
+
+def test_version_names_the_installed_package(capsys):
+    with pytest.raises(SystemExit) as raised:
+        main(["--version"])
+    assert raised.value.code == 0
+    assert capsys.readouterr().out.strip() == f"imgpipe {importlib.metadata.version('imgpipe')}"

@@ -92,6 +92,43 @@ def test_a_store_built_with_a_relative_build_folder_answers_alike_from_anywhere(
     assert match.match == "path and bytes"
 
 
+_HEAVY = ("tensorflow", "tensorflow_model_analysis", "tfx", "apache_beam")
+_IMPORTS_AFTER = """
+import contextlib, io, json, sys
+from pipeline.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "heavy": [m for m in %r if m in sys.modules]}))
+""" % (_HEAVY,)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs"],
+        ["runs", "--json"],
+        ["runs", "diff", "latest~1", "latest"],
+        ["lineage", "model", "--latest-pushed"],
+        ["lineage", "examples", "EXAMPLES"],
+        ["lineage", "image", "IMAGE"],
+        ["schema", "show"],
+        ["schema", "show", "--json"],
+        ["config", "show"],
+    ],
+)
+def test_read_only_commands_load_no_tensorflow_tfma_tfx_or_beam(runs, command):
+    """They answer from ML Metadata and a few small files, in a fresh process each."""
+    values = {"EXAMPLES": str(runs.first.examples_id), "IMAGE": str(runs.images / "cat" / "1.jpg")}
+    argv = [values.get(word, word) for word in command]
+    if command[0] != "config":
+        argv += ["--mlmd-sqlite", runs.config.metadata_path]
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AFTER, *argv], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout.splitlines()[-1]) == {"code": 0, "heavy": []}
+
+
 @pytest.mark.slow
 def test_the_console_script_lists_runs_with_nothing_on_stderr(runs):
     """TensorFlow's import logs three C++ errors (CUDA factories registered twice) that a query,
