@@ -22,7 +22,7 @@ from pipeline.factory import create_pipeline
 from pipeline.gate.data_snapshot import take_snapshot
 from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
 from pipeline.mlmd_connection import MlmdTarget
-from pipeline.pipeline_config import PipelineConfig, with_absolute_paths
+from pipeline.pipeline_config import PipelineConfig, check_data_fits, with_absolute_paths
 from pipeline.runners import run_guard
 from pipeline.ui.report import report_path, write_report
 
@@ -75,6 +75,7 @@ def run_local(
     with lock as (holder, previous):
         run_guard.mark_orphans(store, config.name, previous)
         data = take_snapshot(config.ingest.input, store, config.name)
+        check_data_fits(config, data.files)
         pipeline = create_pipeline(config, data, code_fingerprint, connection)
         # Compiled here (as LocalDagRunner.run does) so that this process names its own run.
         ir = tfx_runner._make_pipeline_proto(pipeline)  # noqa: SLF001
@@ -97,7 +98,7 @@ def run_local(
             reason = f"interrupted (Ctrl-C or SIGTERM) in {holder.describe()}"
             raise
         except Exception as error:  # noqa: BLE001 - the run record says what it was
-            failure = error
+            failure, reason = error, run_guard.error_line(error)
         finally:
             run_guard.end_run(store, run_id, state, reason)
     summary = run_record(store, config.name, run_id)

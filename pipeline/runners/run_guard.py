@@ -139,6 +139,13 @@ def _run_context(store: metadata_store.MetadataStore, run_id: str) -> mlmd_pb2.C
     return found or mlmd_pb2.Context(type_id=type_id, name=run_id)
 
 
+def error_line(error: BaseException) -> str:
+    """An exception in one line, its own words: Beam wraps a worker's exception in its
+    traceback, so the cause is the last line."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[-1] if lines else ''}".rstrip(": ")[:400]
+
+
 def begin_run(
     store: metadata_store.MetadataStore,
     run_id: str,

@@ -195,3 +195,22 @@ def test_version_names_the_installed_package(capsys):
         main(["--version"])
     assert raised.value.code == 0
     assert capsys.readouterr().out.strip() == f"imgpipe {importlib.metadata.version('imgpipe')}"
+
+
+@pytest.mark.slow
+def test_too_little_data_is_a_settings_error_before_any_component(tmp_path, capsys):
+    images = tmp_path / "images"
+    for i in range(18):
+        path = images / ("cat" if i % 2 else "dog") / f"{i}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(image_files.jpeg(seed=i))
+    build = tmp_path / "build"
+    code = main(["run", "--data", str(images), "--build-dir", str(build)])
+    err = capsys.readouterr().err
+    assert code == exit_codes.BAD_INPUT
+    assert (
+        f"imgpipe run: error: trainer.batch_size: 18 labelled images in {images} give about 14 "
+        "training examples (80%), fewer than one batch of 64; use a smaller batch "
+        "(--set trainer.batch_size=8) or add images"
+    ) in err
+    assert not (build / "tfx" / "ImageExampleGen").exists()

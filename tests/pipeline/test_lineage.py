@@ -93,13 +93,13 @@ def test_a_store_built_with_a_relative_build_folder_answers_alike_from_anywhere(
 
 
 _HEAVY = ("tensorflow", "tensorflow_model_analysis", "tfx", "apache_beam")
-_IMPORTS_AFTER = """
+_IMPORTS_AFTER = f"""
 import contextlib, io, json, sys
 from pipeline.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[1:])
-print(json.dumps({"code": code, "heavy": [m for m in %r if m in sys.modules]}))
-""" % (_HEAVY,)
+print(json.dumps({{"code": code, "heavy": [m for m in {_HEAVY!r} if m in sys.modules]}}))
+"""
 
 
 @pytest.mark.slow
