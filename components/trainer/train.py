@@ -121,7 +121,7 @@ def train(
         per replica. A resumed run reshuffles with a new seed rather than replaying the first
         run's order."""
         if config.report_input_pipeline:
-            described = train_plan.describe(input_context)
+            described = train_plan.describe(input_context, config.augment)
             if soft_labels is not None:
                 described += f", {soft_labels.describe()}"
             print(f"input pipeline {described}", flush=True)
@@ -133,6 +133,7 @@ def train(
             config.seed + start_step,
             input_context,
             soft_labels,
+            config.augment,
         )
 
     iterator = iter(

@@ -66,6 +66,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
                 on_wait=shown.say,
                 config_file=None if settings is None else json.dumps(settings),
                 store_target=store_target,
+                overrides=tuple(args.set),
             )
         except BaseException as error:  # noqa: BLE001 - each failure becomes one error line
             shown.stopped("stopped" if isinstance(error, KeyboardInterrupt) else "failed")

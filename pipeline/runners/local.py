@@ -51,13 +51,15 @@ def run_local(
     on_wait: Callable[[str], None] = lambda message: None,
     config_file: str | None = None,
     store_target: MlmdTarget | None = None,
+    overrides: tuple[str, ...] = (),
 ) -> PipelineRun:
     """Validates, takes the pipeline's lock (waiting when `wait`, else raising RunBusy), marks
     what a dead earlier run left RUNNING as failed, numbers the input's span, runs the whole
     pipeline, summarizes this run (not the store's newest) from ML Metadata and writes its
     self-contained HTML report beside the run summaries.
 
-    config_file: the settings the run's config file gave (JSON), recorded with the run. A
+    config_file: the settings the run's config file gave (JSON), and overrides its --set
+    settings, recorded with the run (`imgpipe runs diff` shows them). A
     Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates. A span the data
     gate stops ends the run without an exception: its record says why (stopped_by,
     not_pushed_reason); any other component's failure propagates.
@@ -83,7 +85,7 @@ def run_local(
         runtime_parameter_utils.substitute_runtime_parameter(
             ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
         )
-        run_guard.begin_run(store, run_id, config.name, holder, config_file)
+        run_guard.begin_run(store, run_id, config.name, holder, config_file, overrides)
         state, reason, failure = run_guard.FAILED, None, None
         try:
             with (

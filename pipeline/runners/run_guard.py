@@ -33,6 +33,8 @@ _PIPELINE_CONTEXT, RUN_CONTEXT = "pipeline", "pipeline_run"
 # imgpipe's custom properties on a pipeline_run context (ENDED_BY on executions too).
 RUN_PIPELINE, RUN_PID, RUN_HOST = "imgpipe_pipeline", "imgpipe_pid", "imgpipe_host"
 RUN_STATE, RUN_CONFIG_FILE = "imgpipe_state", "imgpipe_config_file"
+RUN_SET = "imgpipe_set"  # the run's --set overrides, a JSON list of 'field=value'
+
 ENDED_BY = "imgpipe_ended_by"  # why imgpipe closed a run or an execution
 RUNNING, COMPLETE, FAILED, INTERRUPTED = "running", "complete", "failed", "interrupted"
 
@@ -152,8 +154,10 @@ def begin_run(
     pipeline: str,
     holder: Holder,
     config_file: str | None = None,
+    overrides: tuple[str, ...] = (),
 ) -> None:
-    """Records the run (state running) before its first component starts."""
+    """Records the run (state running) before its first component starts, with the settings
+    its config file gave (JSON) and its --set overrides."""
     context = _run_context(store, run_id)
     properties = context.custom_properties
     properties[RUN_PIPELINE].string_value = pipeline
@@ -162,6 +166,8 @@ def begin_run(
     properties[RUN_STATE].string_value = RUNNING
     if config_file is not None:
         properties[RUN_CONFIG_FILE].string_value = config_file
+    if overrides:
+        properties[RUN_SET].string_value = json.dumps(list(overrides))
     store.put_contexts([context])
 
 

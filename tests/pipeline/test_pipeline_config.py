@@ -138,3 +138,11 @@ def test_too_little_data_for_a_batch_names_a_batch_that_fits():
     )
     with pytest.raises(ConfigError, match="one accumulated step of 128; .*batch_size=32"):
         check_data_fits(accumulated, files=80)
+
+
+def test_augmentation_is_a_setting_checked_like_the_others():
+    config = override(local_preset("images"), "trainer.augment.flip=false")
+    assert config.trainer.augment.flip is False
+    assert config.trainer.augment.crop == local_preset("images").trainer.augment.crop
+    with pytest.raises(ConfigError, match=r"^trainer.augment.crop: 0.0 is not in \(0, 1\]"):
+        override(local_preset("images"), "trainer.augment.crop=0").validate()
