@@ -33,7 +33,7 @@ from components.trainer.preprocessing import (
     augment_encoded,
     preprocess_image,
 )
-from components.trainer.trainer_config import AugmentConfig, TrainerConfig
+from components.trainer.trainer_config import DEFAULT_AUGMENT, AugmentConfig, TrainerConfig
 from data_prep.contract import features
 from data_prep.runtime.cores import usable_cores
 
@@ -90,7 +90,7 @@ class PipelinePlan:
     def describe(
         self,
         input_context: tf.distribute.InputContext | None = None,
-        augment: AugmentConfig = AugmentConfig(),
+        augment: AugmentConfig = DEFAULT_AUGMENT,
     ) -> str:
         """One line: shards, batch, parallelism, augmentation, cache decision; with an input
         context, also which shards and what batch this input pipeline gets."""
@@ -234,7 +234,7 @@ def augment_example(
     seed: tf.Tensor,
     image_size: int,
     normalization: Normalization,
-    augment: AugmentConfig = AugmentConfig(),
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """A serialized tf.Example -> (augmented image, int64 label): the whole per-image work of
     uncached training in one function, so one parallel map runs it."""
@@ -330,7 +330,7 @@ def training_dataset(
     seed: int,
     input_context: tf.distribute.InputContext | None = None,
     soft_labels: SoftLabels | None = None,
-    augment: AugmentConfig = AugmentConfig(),
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tf.data.Dataset:
     """Infinite (image, label) batches of static shape [batch, size, size, 3] and [batch] (int64);
     with soft_labels, the labels are float32 targets [batch, classes]. Images are augmented as
@@ -378,7 +378,7 @@ def training_batches(
     shuffle_buffer: int,
     seed: int,
     input_context: tf.distribute.InputContext | None = None,
-    augment: AugmentConfig = AugmentConfig(),
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tf.data.Dataset:
     """training_dataset without its last stages, soft labels and prefetch (for measuring what
     the prefetch adds)."""

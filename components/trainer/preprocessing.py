@@ -13,7 +13,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from components.trainer.trainer_config import AugmentConfig
+from components.trainer.trainer_config import DEFAULT_AUGMENT, AugmentConfig
 from data_prep.contract import features
 from data_prep.ingest_config import ConfigError
 
@@ -146,7 +146,7 @@ def decode_and_random_crop(
 
 
 def random_crop_and_flip(
-    images: tf.Tensor, seed: tf.Tensor, augment: AugmentConfig = AugmentConfig()
+    images: tf.Tensor, seed: tf.Tensor, augment: AugmentConfig = DEFAULT_AUGMENT
 ) -> tf.Tensor:
     """A random crop_window of each image of a decoded batch [batch, height, width, channels],
     resized back to its size and flipped left-right at random (when augment.flip), all in one
@@ -178,7 +178,7 @@ def random_crop_and_flip(
 
 
 def random_color(
-    images: tf.Tensor, seed: tf.Tensor, augment: AugmentConfig = AugmentConfig()
+    images: tf.Tensor, seed: tf.Tensor, augment: AugmentConfig = DEFAULT_AUGMENT
 ) -> tf.Tensor:
     """A random brightness shift and contrast factor for each image of a normalized batch
     [batch, height, width, channels].
@@ -204,7 +204,7 @@ def augment_encoded(
     image_size: int,
     normalization: Normalization,
     seed: tf.Tensor,
-    augment: AugmentConfig = AugmentConfig(),
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tf.Tensor:
     """Encoded bytes -> an augmented model input: decode with a random crop, resize, normalize,
     flip and color, as `augment` sets them. The per-image training map when images are not
@@ -218,7 +218,7 @@ def augment_encoded(
 
 
 def augment_batch(
-    images: tf.Tensor, seed: tf.Tensor, augment: AugmentConfig = AugmentConfig()
+    images: tf.Tensor, seed: tf.Tensor, augment: AugmentConfig = DEFAULT_AUGMENT
 ) -> tf.Tensor:
     """A batch of preprocess_image outputs -> augmented model inputs: the same crop, flip and
     color as augment_encoded, for images cached after decoding. Whole batches at a time: these

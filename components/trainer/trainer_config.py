@@ -62,6 +62,9 @@ class AugmentConfig:
         return ", ".join(change for change in changes if change) or "none"
 
 
+DEFAULT_AUGMENT = AugmentConfig()
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
     """How the model is trained.
@@ -172,7 +175,7 @@ class TrainerConfig:
     inter_op_threads: int = 0
     intra_op_threads: int = 0
     report_input_pipeline: bool = True
-    augment: AugmentConfig = AugmentConfig()
+    augment: AugmentConfig = DEFAULT_AUGMENT
 
     def validate(self) -> TrainerConfig:
         try:
