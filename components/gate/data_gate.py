@@ -12,6 +12,8 @@ baseline, see pipeline/gate/baseline_strategy.py).
 from __future__ import annotations
 
 import json
+import math
+import re
 
 from apache_beam.io.filesystems import FileSystems
 from tensorflow_metadata.proto.v0 import anomalies_pb2
@@ -34,6 +36,15 @@ VERDICT_KEY = metadata_keys.DATA_VERDICT_OUTPUT_KEY
 REFERENCE_LABEL_MAP_KEY = "reference_label_map"
 ALLOW_CLASS_CHANGES_KEY = "allow_class_changes"
 STOPPED_CODE = 9  # the ExecutionResult code of a stopped span (gRPC's FAILED_PRECONDITION)
+# The gate setting each drift-checked feature's threshold comes from (pipeline/factory.py
+# drift_config), and the distance in a validator's description.
+_DRIFT_SETTINGS = {
+    features.LABEL_NAME: "gate.class_distribution_linf",
+    features.IMAGE_FORMAT: "gate.image_format_linf",
+    features.HEIGHT: "gate.image_size_jsd",
+    features.WIDTH: "gate.image_size_jsd",
+}
+_MEASURED = re.compile(r" is ([0-9.eE+-]+) \(up to six significant digits\), above the threshold")
 
 
 def describe_anomalies(anomalies: artifact.Artifact) -> list[tuple[str, str]]:
@@ -74,12 +85,23 @@ def class_problem(
     hint = (
         "put its images back, or start a new pipeline (another name) for the new class set"
         if change.removed
-        else "set gate.allow_class_changes=true to train a model with the new head"
+        else "to train a model with the new head: --set gate.allow_class_changes=true"
     )
     return (
         f"classes: {change.describe()} against the pipeline's classes "
         f"({', '.join(names_by_id(reference))}); {hint}"
     )
+
+
+def let_through(feature: str, line: str) -> str:
+    """The --set that lets a drifted span through (its threshold raised to the measured
+    distance, rounded up to hundredths), as a clause to append to the drift line; '' when the
+    line names no measured distance."""
+    found = _MEASURED.search(line)
+    if feature not in _DRIFT_SETTINGS or not found:
+        return ""
+    threshold = min(1.0, math.ceil(float(found.group(1)) * 100 - 1e-9) / 100)
+    return f"; to let this span through: --set {_DRIFT_SETTINGS[feature]}={threshold:g}"
 
 
 def gate_problems(
@@ -95,7 +117,7 @@ def gate_problems(
     allowed_change = bool(reference) and not classes and bool(class_change(reference, label_map))
     problems = [f"schema: {line}" for _, line in describe_anomalies(anomalies)]
     problems += [
-        f"drift: {line}"
+        f"drift: {line}{let_through(feature, line)}"
         for feature, line in (describe_anomalies(drift) if drift is not None else [])
         if not (allowed_change and feature == features.LABEL_NAME)
     ]

@@ -81,6 +81,19 @@ def test_drift_stops_the_span_naming_feature_value_and_threshold(tmp_path):
     assert message.startswith("data gate stopped span 2 before training:")
     assert "drift: train_train: feature 'image_format': High Linfty distance" in message
     assert "is 1 (up to six significant digits), above the threshold 0.2" in message
+    assert message.endswith("; to let this span through: --set gate.image_format_linf=1")
+
+
+def test_the_let_through_setting_is_the_measured_distance_rounded_up():
+    line = "The distance is 0.2314 (up to six significant digits), above the threshold 0.2."
+    assert data_gate.let_through("label_name", line) == (
+        "; to let this span through: --set gate.class_distribution_linf=0.24"
+    )
+    assert data_gate.let_through("width", line.replace("0.2314", "0.3")).endswith(
+        "--set gate.image_size_jsd=0.3"
+    )
+    assert data_gate.let_through("sha256", line) == ""
+    assert data_gate.let_through("label_name", "no distance here") == ""
 
 
 def test_a_new_class_stops_unless_allowed_and_then_its_share_drift_is_expected(tmp_path):
@@ -90,7 +103,7 @@ def test_a_new_class_stops_unless_allowed_and_then_its_share_drift_is_expected(t
     assert (
         "classes: new class(es) cross against the pipeline's classes (circle, square, " in message
     )
-    assert "gate.allow_class_changes=true" in message
+    assert "to train a model with the new head: --set gate.allow_class_changes=true" in message
 
     share = _drift("label_name", "The Linfty distance ... is 0.25, above the threshold 0.2.")
     output, verdict = _run(tmp_path / "allowed", with_cross, drift=share, allow=True)
