@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from data_prep.gc_freeze import imports_frozen
@@ -88,8 +89,8 @@ def _print_summary(summary, config, build_dir: str, log_path: str, store: str) -
 
     print(format_run_summary(summary, config.min_accuracy))
     print(f"ML Metadata: {store}; artifacts under {config.pipeline_root}")
-    if summary.pushed_to:
-        lineage = f"imgpipe lineage model --latest-pushed --build-dir {build_dir}"
+    if summary.pushed_to:  # a command that answers the same from any folder
+        lineage = f"imgpipe lineage model --latest-pushed --build-dir {os.path.abspath(build_dir)}"
         print(f"where the pushed model came from: {lineage}")
     print(f"run report (one HTML file): {report_path(config.pipeline_root, summary.run_id)}")
     print(f"full log: {log_path}")
