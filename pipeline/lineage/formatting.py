@@ -108,7 +108,7 @@ def format_runs(runs: list[PipelineRun]) -> str:
             "    " + "; ".join(f"{state}: {', '.join(nodes)}" for state, nodes in by_state.items())
         )
         if run.eval_warning:
-            out.append(f"    warning: {run.eval_warning}")
+            out.append(f"    caution: {run.eval_warning}")
     return "\n".join(out)
 
 
@@ -128,7 +128,7 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
         floor = "" if min_accuracy is None else f" (threshold {min_accuracy})"
         lines.append(f"eval accuracy: {run.eval_accuracy:.4f}{floor}")
     if run.eval_warning:
-        lines.append(f"warning: {run.eval_warning}")
+        lines.append(f"caution: {run.eval_warning}")
     if run.blessed is not None:
         lines.append(f"blessed: {_yes_no(run.blessed)}")
     lines.append(f"pushed: {run.pushed_to or 'no'}")

@@ -68,7 +68,7 @@ def test_runs_newest_first_with_component_states_metrics_and_push(runs, capsys):
     assert rows[0].startswith(runs.second.run_id) and rows[1].startswith(runs.first.run_id)
     assert "cached: ImageExampleGen" in lines[2] and "Trainer" in lines[2].split("ran:")[1]
     # The tiny eval split (a few images per class) is flagged under each run.
-    assert lines[3].startswith("    warning: small eval split (")
+    assert lines[3].startswith("    caution: small eval split (")
     assert newest.eval_warning and "want at least 10 per class and 50 in all" in newest.eval_warning
     code, out, _ = runs.cli(capsys, "runs", "--json")
     assert [run["run_id"] for run in json.loads(out)] == [runs.second.run_id, runs.first.run_id]
