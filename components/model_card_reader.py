@@ -13,6 +13,9 @@ from data_prep import file_access
 
 CARD_JSON = "model_card.json"
 CARD_MARKDOWN = "model_card.md"
+# Beside a pushed model: the folders the TFLite models and the readable evaluation are copied to.
+TFLITE_DIR = "tflite"
+EVALUATION_DIR = "evaluation"
 
 
 def card_folder(artifact: mlmd_pb2.Artifact) -> str:
