@@ -30,12 +30,14 @@ class BlessedBeforeExamplesStrategy(resolver.ResolverStrategy):
         examples = input_dict[EXAMPLES_KEY]
         if not examples:
             return result
-        first_examples = min(artifact.id for artifact in examples)
+        # The local runner passes this run's Examples; TFX's Airflow (legacy) runner passes every
+        # Examples the pipeline's ingest made, the newest being this run's.
+        this_run = max(artifact.id for artifact in examples)
         blessings = blessings_by_model(input_dict[BLESSING_KEY])
         earlier = [
             model
             for model in input_dict[MODEL_KEY]
-            if model.id in blessings and model.id < first_examples
+            if model.id in blessings and model.id < this_run
         ]
         if earlier:
             base = max(earlier, key=lambda model: model.id)

@@ -52,3 +52,16 @@ def test_no_examples_means_no_base():
         None, {"examples": [], "model": [], "model_blessing": []}
     )
     assert resolved["model"] == []
+
+
+def test_among_every_examples_of_the_pipeline_the_newest_is_this_runs():
+    # TFX's legacy (Airflow) launcher hands the resolver every Examples ever made: 2 and 6.
+    resolved = BlessedBeforeExamplesStrategy().resolve_artifacts(
+        None,
+        {
+            "examples": [_artifact(standard_artifacts.Examples, i) for i in (2, 6)],
+            "model": [_artifact(standard_artifacts.Model, i) for i in (4, 7)],
+            "model_blessing": [_blessing(4, True), _blessing(7, True)],
+        },
+    )
+    assert [m.id for m in resolved["model"]] == [4]
