@@ -22,13 +22,14 @@ import json
 import logging
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from data_prep.ingest_config import ConfigError
 from pipeline.pipeline_config import PRESETS, PipelineConfig
 
 LOGGER = logging.getLogger(__name__)
 SUMMARY_TASK = "run_summary"
+TASK_LOG = "its Airflow task log has the cause"
 SUMMARIES_DIR = "run_summaries"  # under the pipeline root: <run_id>.json per scheduled run
 # A scheduled DAG needs a start date; with catchup off, only the latest interval runs.
 START_DATE = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
@@ -119,10 +120,25 @@ def airflow_dag(config: PipelineConfig):
     return dag
 
 
+def note_on_dag_run(dag_run, text: str) -> None:
+    """Shows the run's summary as the DAG run's note (Airflow's grid view and run details)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        run = session.get(DagRun, dag_run.id)
+        run.note = text
+
+
 def log_run_summary(
-    metadata_path: str, pipeline_name: str, summaries_dir: str, ti, dag_run
+    metadata_path: str,
+    pipeline_name: str,
+    summaries_dir: str,
+    ti,
+    dag_run,
+    show: Callable[[object, str], None] = note_on_dag_run,
 ) -> dict:
-    """The Airflow run's summary from ML Metadata: logged, shown as the DAG run's note in the UI,
+    """The Airflow run's summary from ML Metadata: logged, shown (as the DAG run's note in the UI),
     written to <summaries_dir>/<run_id>.json and returned (Airflow keeps it as the task's XCom).
     Fails when a component task did not succeed: this task runs whatever happened upstream, and
     as the DAG's last task it decides the run's state."""
@@ -134,13 +150,14 @@ def log_run_summary(
     for task, state in task_states.items():  # a task killed before its callback ran
         if state == "failed":
             mark_failed(store, pipeline_name, ti.run_id, task, f"{task} failed; {TASK_LOG}")
+    close_dead_runs(store, pipeline_name, ti.run_id)
     recorded = run_record(store, pipeline_name, ti.run_id)
     for component in recorded.components:  # Airflow's own log shows no line per component
         LOGGER.info("  %-24s %-7s %7.1f s", component.node, component.state, component.seconds)
     text = format_run_summary(recorded)
     for line in text.splitlines():
         LOGGER.info("%s", line)
-    _note(dag_run, text)
+    show(dag_run, text)
     summary = dataclasses.asdict(recorded)
     os.makedirs(summaries_dir, exist_ok=True)
     with open(os.path.join(summaries_dir, f"{summary_file_name(ti.run_id)}.json"), "w") as handle:
@@ -153,9 +170,6 @@ def log_run_summary(
     if unsuccessful:
         raise RuntimeError(f"run {ti.run_id} did not complete: {', '.join(unsuccessful)}")
     return summary
-
-
-TASK_LOG = "its Airflow task log has the cause"
 
 
 def record_task_failure(context, metadata_path: str, pipeline_name: str) -> None:
@@ -172,36 +186,42 @@ def mark_failed(store, pipeline_name: str, run_id: str, node: str, message: str)
     """Marks the unfinished execution of `node` in the legacy run `run_id` failed, with
     `message` as its result; does nothing when there is none (a finished or never started
     component)."""
-    from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
-
-    from pipeline.lineage.store import (
-        EXECUTION_RESULT_PROPERTY,
-        LEGACY_COMPONENT_PROPERTY,
-        LEGACY_RUN_CONTEXT,
-    )
+    from pipeline.lineage.store import LEGACY_RUN_CONTEXT
 
     run = store.get_context_by_type_and_name(LEGACY_RUN_CONTEXT, f"{pipeline_name}.{run_id}")
-    if run is None:
-        return
+    if run is not None:
+        _fail_unfinished(store, run, message, node)
+
+
+def close_dead_runs(store, pipeline_name: str, run_id: str) -> None:
+    """Marks failed what earlier runs of the pipeline left unfinished: the DAG runs one run at a
+    time (max_active_runs=1), so their processes are gone (killed, or their host lost), and a
+    killed run must not show as running."""
+    from pipeline.lineage.store import LEGACY_PIPELINE_PROPERTY, LEGACY_RUN_CONTEXT
+
+    for run in store.get_contexts_by_type(LEGACY_RUN_CONTEXT):
+        if run.properties[LEGACY_PIPELINE_PROPERTY].string_value != pipeline_name:
+            continue
+        if run.name != f"{pipeline_name}.{run_id}":
+            _fail_unfinished(store, run, "killed: the run ended before this task finished")
+
+
+def _fail_unfinished(store, run, message: str, node: str | None = None) -> None:
+    """Marks the run's unfinished executions (of `node` only, when given) failed, with `message`
+    as their result."""
+    from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
+
+    from pipeline.lineage.store import EXECUTION_RESULT_PROPERTY, LEGACY_COMPONENT_PROPERTY
+
     unfinished = (mlmd_pb2.Execution.NEW, mlmd_pb2.Execution.RUNNING)
     for execution in store.get_executions_by_context(run.id):
         component = execution.properties[LEGACY_COMPONENT_PROPERTY].string_value
-        if component == node and execution.last_known_state in unfinished:
+        if node in (None, component) and execution.last_known_state in unfinished:
             execution.last_known_state = mlmd_pb2.Execution.FAILED
             execution.custom_properties[EXECUTION_RESULT_PROPERTY].string_value = json.dumps(
                 {"resultMessage": message}
             )
             store.put_executions([execution])
-
-
-def _note(dag_run, text: str) -> None:
-    """Shows the run's summary as the DAG run's note (Airflow's grid view and run details)."""
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        run = session.get(DagRun, dag_run.id)
-        run.note = text
 
 
 def _writable_store(metadata_path: str):

@@ -109,11 +109,16 @@ def test_the_drift_check_compares_the_span_with_the_given_baseline(compiled):
     assert statistics["producerTask"] == "StatisticsGen"
     assert "DistributionValidator" in tasks["DataGate"]["dependentTasks"]
     assert DRIFT_BASELINE in json.dumps(tasks["drift_baseline_resolver"])
-    # The thresholds are the config's, as in local runs.
-    assert (
-        '"threshold": 0.2' in json.dumps(spec["pipelineSpec"]["deploymentSpec"]).replace("\\", "")
-        or "0.2" in _parameters(spec, "DistributionValidator")["config"]
-    )
+    parameters = _parameters(spec, "DistributionValidator")
+    assert parameters["include_split_pairs"] == '[["train", "train"]]'
+    # The comparators and thresholds are the config's, as in local runs.
+    config = json.loads(parameters["distribution_validator_config"])["defaultSliceConfig"]
+    thresholds = {
+        comparator["path"]["step"][0]: comparator["distributionComparator"]
+        for comparator in config["feature"]
+    }
+    assert thresholds["label_name"] == {"infinityNorm": {"threshold": 0.2}}
+    assert thresholds["height"] == {"jensenShannonDivergence": {"threshold": 0.3}}
 
 
 def test_a_later_span_needs_its_drift_baseline(tmp_path):
