@@ -297,7 +297,7 @@ def create_pipeline(
         ingest_report=example_gen.outputs["ingest_report"],
         reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
         allow_class_changes=config.gate.allow_class_changes,
-        pipeline_name=config.name,
+        pipeline=config.name,
     )
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],

@@ -36,7 +36,7 @@ INGEST_REPORT_KEY = "ingest_report"
 VERDICT_KEY = metadata_keys.DATA_VERDICT_OUTPUT_KEY
 REFERENCE_LABEL_MAP_KEY = "reference_label_map"
 ALLOW_CLASS_CHANGES_KEY = "allow_class_changes"
-PIPELINE_NAME_KEY = "pipeline_name"
+PIPELINE_KEY = "pipeline"  # not "pipeline_name": TFX's legacy launcher reserves that name
 STOPPED_CODE = 9  # the ExecutionResult code of a stopped span (gRPC's FAILED_PRECONDITION)
 
 
@@ -127,7 +127,7 @@ class Executor(base_executor.BaseExecutor):
             label_map,
             reference,
             bool(exec_properties[ALLOW_CLASS_CHANGES_KEY]),
-            exec_properties[PIPELINE_NAME_KEY],
+            exec_properties[PIPELINE_KEY],
         )
         if problems:
             span = report.get_int_custom_property("span")
@@ -151,7 +151,7 @@ class DataGateSpec(component_spec.ComponentSpec):
     PARAMETERS = {
         REFERENCE_LABEL_MAP_KEY: component_spec.ExecutionParameter(type=str),
         ALLOW_CLASS_CHANGES_KEY: component_spec.ExecutionParameter(type=int),
-        PIPELINE_NAME_KEY: component_spec.ExecutionParameter(type=str),
+        PIPELINE_KEY: component_spec.ExecutionParameter(type=str),
     }
     INPUTS = {
         ANOMALIES_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleAnomalies),
@@ -167,7 +167,7 @@ class DataGate(base_component.BaseComponent):
     """Args: anomalies (ExampleValidator), drift_anomalies (DistributionValidator; None: no
     drift check), ingest_report (ImageExampleGen), reference_label_map (JSON: the pipeline's
     label map, see DataSnapshot; "{}" on its first span), allow_class_changes (the policy) and
-    pipeline_name (named in the setting that trains without a vanished class)."""
+    pipeline (its name, for the setting that trains without a vanished class)."""
 
     SPEC_CLASS = DataGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
@@ -179,7 +179,7 @@ class DataGate(base_component.BaseComponent):
         ingest_report,
         reference_label_map: str,
         allow_class_changes: bool,
-        pipeline_name: str,
+        pipeline: str,
     ):
         super().__init__(
             spec=DataGateSpec(
@@ -188,7 +188,7 @@ class DataGate(base_component.BaseComponent):
                 ingest_report=ingest_report,
                 reference_label_map=reference_label_map,
                 allow_class_changes=int(allow_class_changes),
-                pipeline_name=pipeline_name,
+                pipeline=pipeline,
                 verdict=types.Channel(type=DataVerdict),
             )
         )

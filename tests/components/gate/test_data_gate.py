@@ -66,7 +66,7 @@ def _run(tmp_path, label_map, drift=None, allow=False, reads_results=True):
         {
             data_gate.REFERENCE_LABEL_MAP_KEY: json.dumps(REFERENCE),
             data_gate.ALLOW_CLASS_CHANGES_KEY: int(allow),
-            data_gate.PIPELINE_NAME_KEY: "shapes",
+            data_gate.PIPELINE_KEY: "shapes",
         },
     )
     return output, verdict
