@@ -5,8 +5,8 @@ ExampleValidator and DistributionValidator only record anomalies; on their own t
 run. The gate reads both, and the span's label map from the ingest report, and fails with one
 message naming every problem (feature, what was measured, the threshold). The message is the
 execution's result in ML Metadata, so the run record says why nothing trained; a launcher that
-reads no execution result (TFX's legacy one, under Airflow) gets it as a SpanStopped exception,
-which fails the task so nothing downstream runs. A passing gate
+reads no execution result (TFX's legacy one under Airflow, Kubeflow V2's container entrypoint on
+Vertex) gets it as a SpanStopped exception, which fails the task so nothing downstream runs. A passing gate
 writes a DataVerdict artifact that records an allowed class change (the Evaluator then has no
 baseline, see pipeline/gate/baseline_strategy.py).
 """
