@@ -72,6 +72,7 @@ def _settings(path: pathlib.Path, allow_class_changes=False, epochs=1) -> None:
     settings = {
         "gate": {"allow_class_changes": allow_class_changes},
         "trainer": {
+            "epochs": epochs,
             "warm_start": True,
             "warm_start_epochs": epochs,
             "checkpoint_every_steps": CHECKPOINT_EVERY,
