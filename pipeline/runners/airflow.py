@@ -37,7 +37,7 @@ START_DATE = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
 # to set them.
 ENVIRONMENT = {
     "IMGPIPE_DATA": "folder of class folders or manifest (required)",
-    "IMGPIPE_CONFIG": "pipeline config file (YAML or JSON, as `imgpipe run --config`)",
+    "IMGPIPE_CONFIG": "pipeline config file applied over the preset (as `imgpipe run --config`)",
     "IMGPIPE_BUILD_DIR": "pipeline root, ML Metadata and pushed models (default: build)",
     "IMGPIPE_PRESET": "config preset: local or runlocal (default: local)",
     "IMGPIPE_SCHEDULE": "preset or cron expression; 'none' for manual runs (default: @daily)",

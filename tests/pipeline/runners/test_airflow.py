@@ -50,6 +50,20 @@ def test_config_from_environment_reads_data_preset_schedule_and_beam_options():
     assert config_from_environment({"IMGPIPE_DATA": "x"}).schedule == "@daily"
 
 
+def test_a_config_file_applies_over_the_preset_and_the_schedule_variable_over_both(tmp_path):
+    settings = tmp_path / "imgpipe.yaml"
+    settings.write_text("name: birds\nschedule: '@hourly'\ngate:\n  allow_class_changes: true\n")
+    environ = {"IMGPIPE_DATA": "x", "IMGPIPE_PRESET": "runlocal", "IMGPIPE_CONFIG": str(settings)}
+    config = config_from_environment(environ)
+    assert (config.name, config.schedule, config.gate.allow_class_changes) == (
+        "birds",
+        "@hourly",
+        True,
+    )
+    assert config.min_accuracy == 0.0  # the runlocal preset's, which the file leaves alone
+    assert config_from_environment({**environ, "IMGPIPE_SCHEDULE": "none"}).schedule is None
+
+
 @pytest.mark.parametrize(
     ("environ", "field"),
     [
