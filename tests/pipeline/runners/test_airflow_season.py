@@ -23,6 +23,7 @@ import time
 
 import pytest
 
+from pipeline.factory import WARM_START_NODE
 from pipeline.runners.airflow import SUMMARIES_DIR, SUMMARY_TASK, summary_file_name
 from tests.data_prep import image_files
 from tests.mysql_server import PASSWORD, USER, mysql_server, server_binaries
@@ -233,7 +234,7 @@ def test_every_component_runs_as_a_task_with_the_drift_check(season):
     env, _, _, runs = season
     first = runs["first"]
     # The legacy TFX launcher records a resolver as 'cached': it resolves, it does not execute.
-    resolvers = ("baseline_model_resolver", "drift_baseline_resolver")
+    resolvers = ("baseline_model_resolver", "drift_baseline_resolver", WARM_START_NODE)
     assert _states(first) == {
         **{name: "ran" for name in COMPONENTS},
         **{name: "cached" for name in resolvers},
@@ -241,7 +242,7 @@ def test_every_component_runs_as_a_task_with_the_drift_check(season):
     assert first.pushed_to and os.path.isdir(first.pushed_to)
     run_state, tasks, _ = _airflow_states(env, first.run_id)
     assert run_state == "success"
-    assert tasks == {task: "success" for task in (*COMPONENTS, SUMMARY_TASK)}
+    assert tasks == {task: "success" for task in (*COMPONENTS, WARM_START_NODE, SUMMARY_TASK)}
 
 
 def test_drift_and_class_changes_stop_with_the_reason_in_ml_metadata(season):
@@ -286,8 +287,7 @@ def test_a_run_killed_in_training_is_failed_and_its_rerun_resumes(season):
     assert resumed.span == killed.span and _states(resumed)["Trainer"] == "ran"
     assert _states(resumed)["Transform"] == "cached"
     model_run = run_artifacts(_store(server), resumed)["model_run"]
-    [metrics_file] = glob.glob(os.path.join(model_run.uri, "**", "training_metrics.json"))
-    with open(metrics_file) as handle:
+    with open(os.path.join(model_run.uri, "training_metrics.json")) as handle:
         assert json.load(handle)["resumed_from_step"] >= 2 * CHECKPOINT_EVERY
 
 
