@@ -6,9 +6,9 @@ run. The gate reads both, and the span's label map from the ingest report, and f
 message naming every problem (feature, what was measured, the threshold). The message is the
 execution's result in ML Metadata, so the run record says why nothing trained; a launcher that
 reads no execution result (TFX's legacy one under Airflow, Kubeflow V2's container entrypoint on
-Vertex) gets it as a SpanStopped exception, which fails the task so nothing downstream runs. A passing gate
-writes a DataVerdict artifact that records an allowed class change (the Evaluator then has no
-baseline, see pipeline/gate/baseline_strategy.py).
+Vertex) gets it as a SpanStopped exception, which fails the task so nothing downstream runs. A
+passing gate writes a DataVerdict artifact that records an allowed class change (the Evaluator
+then has no baseline, see pipeline/gate/baseline_strategy.py).
 """
 
 from __future__ import annotations
