@@ -80,7 +80,13 @@ def take_snapshot(
 def _ingested_reference(store: metadata_store.MetadataStore, pipeline_name: str) -> dict:
     """The reference label map the newest span's ImageExampleGen was given."""
     producer = lineage.producer_of(store, _newest_examples(store, pipeline_name).id, "examples")
-    given = producer.custom_properties.get(REFERENCE_LABEL_MAP) if producer else None
+    if producer is None:
+        return {}
+    # The IR-based launchers record settings as custom properties, TFX's legacy one (Airflow's)
+    # as properties.
+    given = producer.custom_properties.get(REFERENCE_LABEL_MAP) or producer.properties.get(
+        REFERENCE_LABEL_MAP
+    )
     return json.loads(given.string_value) if given else {}
 
 

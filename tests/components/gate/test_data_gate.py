@@ -3,7 +3,9 @@ records why in the executor's result), lets a clean span through, and obeys the 
 
 import json
 
+import pytest
 from tensorflow_metadata.proto.v0 import anomalies_pb2
+from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils, standard_artifacts
 
 from components import metadata_keys
@@ -43,9 +45,14 @@ def _report(root, label_map):
     return report
 
 
-def _run(tmp_path, label_map, drift=None, allow=False):
+def _run(tmp_path, label_map, drift=None, allow=False, reads_results=True):
+    """The gate's executor as a launcher that reads execution results (the local runner's)
+    runs it, or as TFX's legacy launcher (Airflow's) does, with no executor output path."""
     verdict = data_gate.DataVerdict()
-    output = data_gate.Executor().Do(
+    context = base_executor.BaseExecutor.Context(
+        executor_output_uri=str(tmp_path / "executor_output.pb") if reads_results else None
+    )
+    output = data_gate.Executor(context).Do(
         {
             data_gate.ANOMALIES_KEY: [
                 _anomalies(tmp_path / "schema", "Split", "train", anomalies_pb2.Anomalies())
@@ -59,6 +66,7 @@ def _run(tmp_path, label_map, drift=None, allow=False):
         {
             data_gate.REFERENCE_LABEL_MAP_KEY: json.dumps(REFERENCE),
             data_gate.ALLOW_CLASS_CHANGES_KEY: int(allow),
+            data_gate.PIPELINE_KEY: "shapes",
         },
     )
     return output, verdict
@@ -118,3 +126,14 @@ def test_a_gone_class_stops_even_when_changes_are_allowed(tmp_path):
     message = output.execution_result.result_message
     assert "new class(es) cross and class(es) gone triangle" in message
     assert "put its images back" in message
+    # The exact setting that trains the classes left, as a pipeline of their own.
+    assert message.endswith("--set name=shapes-without-triangle")
+
+
+def test_a_launcher_that_reads_no_results_gets_the_stop_as_an_exception(tmp_path):
+    with pytest.raises(data_gate.SpanStopped) as stopped:
+        _run(tmp_path, {**REFERENCE, "cross": 3}, reads_results=False)
+    assert str(stopped.value).startswith("data gate stopped span 2 before training:")
+    assert "new class(es) cross" in str(stopped.value)
+    output, _ = _run(tmp_path / "clean", REFERENCE, reads_results=False)
+    assert output is None  # a clean span passes the same way on every launcher
