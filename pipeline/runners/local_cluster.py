@@ -1,0 +1,159 @@
+"""A Beam cluster on this machine: Beam's Python job service and an external SDK worker pool,
+each a separate process on 127.0.0.1, talking the Fn API as Flink, Spark and Dataflow workers do.
+
+`imgpipe run --runner local-cluster` runs every Beam component of the pipeline on it (the
+PortableRunner, environment_type=EXTERNAL) to rehearse a distributed runner: DoFns and coders are
+pickled, shipped and run in another process. The services live in their own process group, so
+stopping them (on success, failure or Ctrl-C) ends the SDK workers the pool started too.
+Beam's Python job service runs each job on one SDK worker (it ignores direct_num_workers and
+sdk_worker_parallelism), so the pool serves one worker process per job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+from pipeline.runners.beam_options import LOCAL_WORKERS_NEED_NOTHING
+
+HOST = "127.0.0.1"
+JOB_SERVICE_MODULE = "apache_beam.runners.portability.local_job_service_main"
+WORKER_POOL_MODULE = "apache_beam.runners.worker.worker_pool_main"
+START_TIMEOUT_S = 120.0  # each service imports Beam before it listens: slow on a loaded machine
+STOP_TIMEOUT_S = 10.0
+# Beam 2.59's PortableRunner gives a job's state and message streams the job service's request
+# deadline (job_server_timeout, default 60 s): a longer job would fail when the deadline passes.
+JOB_DEADLINE_S = 7 * 24 * 3600
+
+
+class ClusterError(RuntimeError):
+    """A service of the local cluster did not start; the message names its log."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalCluster:
+    job_port: int
+    worker_pool_port: int
+    job_service_pid: int
+    worker_pool_pid: int
+
+    @property
+    def job_endpoint(self) -> str:
+        return f"{HOST}:{self.job_port}"
+
+    @property
+    def worker_pool_endpoint(self) -> str:
+        return f"{HOST}:{self.worker_pool_port}"
+
+    def beam_args(self) -> tuple[str, ...]:
+        """The Beam options that send a job to this cluster. The SDK workers run in this
+        environment, so TFX need not package itself for them."""
+        return (
+            "--runner=PortableRunner",
+            f"--job_endpoint={self.job_endpoint}",
+            "--environment_type=EXTERNAL",
+            f"--environment_config={self.worker_pool_endpoint}",
+            f"--job_server_timeout={JOB_DEADLINE_S}",
+            LOCAL_WORKERS_NEED_NOTHING,
+        )
+
+    def worker_pids(self) -> list[int]:
+        """The SDK worker processes the pool runs now (its children)."""
+        return _children(self.worker_pool_pid)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def local_cluster(
+    log_dir: str, job_port: int = 0, worker_pool_port: int = 0
+) -> Iterator[LocalCluster]:
+    """Starts the job service and the worker pool (on free ports where a port is 0), waits until
+    both listen, yields the cluster, and stops both whatever happens. Their output goes to
+    job-service.log and worker-pool.log under log_dir."""
+    os.makedirs(log_dir, exist_ok=True)
+    job_port = job_port or free_port()
+    worker_pool_port = worker_pool_port or free_port()
+    # The pool starts each SDK worker as `python` from PATH: this environment's interpreter.
+    env = {
+        **os.environ,
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    }
+    services = (
+        ("job-service", JOB_SERVICE_MODULE, f"--job_port={job_port}", job_port),
+        ("worker-pool", WORKER_POOL_MODULE, f"--service_port={worker_pool_port}", worker_pool_port),
+    )
+    started: list[subprocess.Popen] = []
+    try:
+        # Both start at once: each spends seconds importing Beam before it listens.
+        for name, module, port_arg, _ in services:
+            with open(os.path.join(log_dir, f"{name}.log"), "ab") as log:
+                started.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", module, port_arg],
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,  # Ctrl-C reaches us, not them: we stop them
+                    )
+                )
+        for process, (name, _, _, port) in zip(started, services, strict=True):
+            _wait_listening(process, port, name, os.path.join(log_dir, f"{name}.log"))
+        job_service, worker_pool = started
+        yield LocalCluster(job_port, worker_pool_port, job_service.pid, worker_pool.pid)
+    finally:
+        for process in reversed(started):
+            _stop(process)
+
+
+def _wait_listening(process: subprocess.Popen, port: int, name: str, log_path: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ClusterError(
+                f"the Beam {name} exited at start ({process.returncode}); see {log_path}"
+            )
+        with socket.socket() as probe:
+            if probe.connect_ex((HOST, port)) == 0:
+                return
+        time.sleep(0.2)
+    raise ClusterError(
+        f"the Beam {name} did not listen on port {port} in {START_TIMEOUT_S:.0f} s; see {log_path}"
+    )
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the service's process group (its SDK workers included), SIGKILL if it lingers."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(STOP_TIMEOUT_S)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # The group may outlive its leader (an SDK worker ignoring SIGTERM).
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    """Linux: the direct children of `pid` (none where /proc is absent)."""
+    path = f"/proc/{pid}/task/{pid}/children"
+    try:
+        with open(path) as handle:
+            return [int(child) for child in handle.read().split()]
+    except OSError:
+        return []
