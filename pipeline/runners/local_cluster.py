@@ -6,18 +6,22 @@ PortableRunner, environment_type=EXTERNAL) to rehearse a distributed runner: DoF
 pickled, shipped and run in another process. The services live in their own process group, so
 stopping them (on success, failure or Ctrl-C) ends the SDK workers the pool started too.
 Beam's Python job service runs each job on one SDK worker (it ignores direct_num_workers and
-sdk_worker_parallelism), so the pool serves one worker process per job.
+sdk_worker_parallelism), so the pool serves one worker process per job. When that worker dies,
+the job service waits for it for ever; a watch here cancels such a job, so that the run fails
+and says why.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -31,6 +35,10 @@ STOP_TIMEOUT_S = 10.0
 # Beam 2.59's PortableRunner gives a job's state and message streams the job service's request
 # deadline (job_server_timeout, default 60 s): a longer job would fail when the deadline passes.
 JOB_DEADLINE_S = 7 * 24 * 3600
+WATCH_EVERY_S = 1.0
+# A worker that ends normally is stopped by the job service just before its job is marked done;
+# a job still running this long after its worker vanished has lost it.
+LOST_WORKER_GRACE_S = 15.0
 
 
 class ClusterError(RuntimeError):
@@ -65,8 +73,62 @@ class LocalCluster:
         )
 
     def worker_pids(self) -> list[int]:
-        """The SDK worker processes the pool runs now (its children)."""
-        return _children(self.worker_pool_pid)
+        """The SDK worker processes the pool runs now: its children, less those that have died
+        (zombies until the pool reaps them, which it does only when it stops a worker)."""
+        return [pid for pid in _children(self.worker_pool_pid) if _alive(pid)]
+
+
+class _Watch:
+    """A thread that watches the services and the SDK workers: when a worker vanishes while its
+    job still runs, it cancels the job (the job service never notices the loss) and records why."""
+
+    def __init__(self, cluster: LocalCluster, services: dict[str, subprocess.Popen]):
+        self.failure: str | None = None
+        self._cluster, self._services = cluster, services
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="local-cluster-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        import grpc
+        from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
+
+        with grpc.insecure_channel(self._cluster.job_endpoint) as channel:
+            jobs = beam_job_api_pb2_grpc.JobServiceStub(channel)
+
+            def running() -> set[str]:
+                answer = jobs.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=30)
+                return {
+                    job.job_id
+                    for job in answer.job_info
+                    if job.state == beam_job_api_pb2.JobState.RUNNING
+                }
+
+            workers: set[int] = set()
+            while self.failure is None and not self._stopped.wait(WATCH_EVERY_S):
+                for name, process in self._services.items():
+                    if process.poll() is not None:
+                        self.failure = f"the Beam {name} exited ({process.returncode})"
+                now = set(self._cluster.worker_pids())
+                lost, workers = workers - now, now
+                if not lost or self.failure:
+                    continue
+                suspects = running()
+                if not suspects or self._stopped.wait(LOST_WORKER_GRACE_S):
+                    continue
+                for job_id in suspects & running():
+                    jobs.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job_id), timeout=30)
+                    self.failure = (
+                        f"an SDK worker of the local Beam cluster (pid "
+                        f"{', '.join(map(str, sorted(lost)))}) died while its job ran; the job "
+                        "was cancelled"
+                    )
 
 
 def free_port() -> int:
@@ -112,7 +174,17 @@ def local_cluster(
         for process, (name, _, _, port) in zip(started, services, strict=True):
             _wait_listening(process, port, name, os.path.join(log_dir, f"{name}.log"))
         job_service, worker_pool = started
-        yield LocalCluster(job_port, worker_pool_port, job_service.pid, worker_pool.pid)
+        cluster = LocalCluster(job_port, worker_pool_port, job_service.pid, worker_pool.pid)
+        watch = _Watch(cluster, dict(zip([name for name, *_ in services], started, strict=True)))
+        watch.start()
+        try:
+            yield cluster
+        except BaseException as error:
+            if watch.failure is None:
+                raise
+            raise ClusterError(f"{watch.failure}; see {log_dir}") from error
+        finally:
+            watch.stop()
     finally:
         for process in reversed(started):
             _stop(process)
@@ -149,11 +221,20 @@ def _stop(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def _children(pid: int) -> list[int]:
-    """Linux: the direct children of `pid` (none where /proc is absent)."""
-    path = f"/proc/{pid}/task/{pid}/children"
+def _alive(pid: int) -> bool:
+    """Linux: whether `pid` runs (a zombie does not)."""
     try:
-        with open(path) as handle:
-            return [int(child) for child in handle.read().split()]
-    except OSError:
-        return []
+        with open(f"/proc/{pid}/stat") as handle:
+            # The state follows the command's closing parenthesis.
+            return handle.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    """Linux: the children of `pid`, started by any of its threads (none where /proc is absent)."""
+    children = []
+    for task in glob.glob(f"/proc/{pid}/task/*/children"):
+        with contextlib.suppress(OSError), open(task) as handle:
+            children += [int(child) for child in handle.read().split()]
+    return sorted(children)
