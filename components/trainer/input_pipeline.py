@@ -421,7 +421,9 @@ def training_batches(
 def eval_dataset(
     plan: PipelinePlan, image_size: int, normalization: Normalization
 ) -> tf.data.Dataset:
-    """Every example once, in a fixed order, unaugmented; the last batch may be partial."""
+    """Every example once, in a fixed order, unaugmented; the last batch may be partial. Under
+    MultiWorkerMirroredStrategy each worker evaluates its share of the batches (DATA sharding:
+    the split may have fewer shards than workers) and Keras sums the metrics over workers."""
 
     def decode(record):
         return decode_example(record, image_size, normalization)
@@ -432,4 +434,6 @@ def eval_dataset(
     if plan.cache:
         dataset = dataset.cache()
     dataset = batch(dataset, plan.batch_size, drop_remainder=False)
-    return prefetch(dataset)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return prefetch(dataset).with_options(options)
