@@ -25,9 +25,9 @@ import threading
 import time
 from collections.abc import Iterator
 
+from components.trainer.local_workers import HOST, free_port
 from pipeline.runners.beam_options import LOCAL_WORKERS_NEED_NOTHING
 
-HOST = "127.0.0.1"
 JOB_SERVICE_MODULE = "apache_beam.runners.portability.local_job_service_main"
 WORKER_POOL_MODULE = "apache_beam.runners.worker.worker_pool_main"
 START_TIMEOUT_S = 120.0  # each service imports Beam before it listens: slow on a loaded machine
@@ -119,22 +119,25 @@ class _Watch:
                 lost, workers = workers - now, now
                 if not lost or self.failure:
                     continue
-                suspects = running()
-                if not suspects or self._stopped.wait(LOST_WORKER_GRACE_S):
+                try:
+                    self._cancel_orphans(jobs, running, lost)
+                except grpc.RpcError:
+                    # The job service went away: the services' check above says so next time.
                     continue
-                for job_id in suspects & running():
-                    jobs.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job_id), timeout=30)
-                    self.failure = (
-                        f"an SDK worker of the local Beam cluster (pid "
-                        f"{', '.join(map(str, sorted(lost)))}) died while its job ran; the job "
-                        "was cancelled"
-                    )
 
+    def _cancel_orphans(self, jobs, running, lost: set[int]) -> None:
+        from apache_beam.portability.api import beam_job_api_pb2
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
+        suspects = running()
+        if not suspects or self._stopped.wait(LOST_WORKER_GRACE_S):
+            return
+        for job_id in suspects & running():
+            jobs.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job_id), timeout=30)
+            self.failure = (
+                f"an SDK worker of the local Beam cluster (pid "
+                f"{', '.join(map(str, sorted(lost)))}) died while its job ran; the job was "
+                "cancelled"
+            )
 
 
 @contextlib.contextmanager
