@@ -33,7 +33,7 @@ from components.trainer.preprocessing import (
     augment_encoded,
     preprocess_image,
 )
-from components.trainer.trainer_config import TrainerConfig
+from components.trainer.trainer_config import DEFAULT_AUGMENT, AugmentConfig, TrainerConfig
 from data_prep.contract import features
 from data_prep.runtime.cores import usable_cores
 
@@ -87,13 +87,17 @@ class PipelinePlan:
     cache_reason: str
     parallel_reads: int
 
-    def describe(self, input_context: tf.distribute.InputContext | None = None) -> str:
-        """One line: shards, batch, parallelism, cache decision; with an input context, also
-        which shards and what batch this input pipeline gets."""
+    def describe(
+        self,
+        input_context: tf.distribute.InputContext | None = None,
+        augment: AugmentConfig = DEFAULT_AUGMENT,
+    ) -> str:
+        """One line: shards, batch, parallelism, augmentation, cache decision; with an input
+        context, also which shards and what batch this input pipeline gets."""
         remainder = "dropped" if self.training else "kept"
         if self.training:
             how = "on cached images, per batch" if self.cache else "decode_and_crop_jpeg, per image"
-            augmentation = f"augmentation on (crop, flip, brightness, contrast; {how})"
+            augmentation = f"augmentation {augment.describe()} ({how})"
         else:
             augmentation = "no augmentation"
         tuning = " (untuned: see without_autotuning)" if self.training else ""
@@ -106,9 +110,11 @@ class PipelinePlan:
         )
         if input_context is not None:
             files = pipeline_files(self.files, input_context)
+            shard = record_shard(self.files, input_context)
+            share = f", 1 record in {shard[0]}" if shard else ""
             text += (
                 f"; input pipeline {input_context.input_pipeline_id + 1} of "
-                f"{input_context.num_input_pipelines} reads {len(files)} shard(s), batches "
+                f"{input_context.num_input_pipelines} reads {len(files)} shard(s){share}, batches "
                 f"{input_context.get_per_replica_batch_size(self.batch_size)} per replica for "
                 f"{input_context.num_replicas_in_sync} replica(s)"
             )
@@ -169,16 +175,22 @@ def pipeline_files(
     files: tuple[str, ...], input_context: tf.distribute.InputContext | None
 ) -> tuple[str, ...]:
     """The shards one input pipeline reads: every num_input_pipelines-th file, so workers read
-    disjoint whole files (no worker reads and discards the others' records)."""
-    if input_context is None or input_context.num_input_pipelines == 1:
+    disjoint whole files (no worker reads and discards the others' records); every file when
+    there are fewer files than input pipelines (record_shard then splits their records)."""
+    if input_context is None or record_shard(files, input_context) is not None:
         return files
-    if len(files) < input_context.num_input_pipelines:
-        raise ValueError(
-            f"{len(files)} shard(s) cannot be split by file over "
-            f"{input_context.num_input_pipelines} input pipelines; ingest with at least that "
-            "many shards (IngestConfig.min_shards)"
-        )
     return files[input_context.input_pipeline_id :: input_context.num_input_pipelines]
+
+
+def record_shard(
+    files: tuple[str, ...], input_context: tf.distribute.InputContext | None
+) -> tuple[int, int] | None:
+    """(input pipelines, this pipeline's index) when the files are too few to give each input
+    pipeline its own (tf.data's DATA auto-shard policy: each reads every file in the same order
+    and keeps every n-th record); None when each reads whole files of its own."""
+    if input_context is None or len(files) >= input_context.num_input_pipelines:
+        return None
+    return input_context.num_input_pipelines, input_context.input_pipeline_id
 
 
 # Stages, in pipeline order.
@@ -226,12 +238,16 @@ def decode_example(
 
 
 def augment_example(
-    record: tf.Tensor, seed: tf.Tensor, image_size: int, normalization: Normalization
+    record: tf.Tensor,
+    seed: tf.Tensor,
+    image_size: int,
+    normalization: Normalization,
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """A serialized tf.Example -> (augmented image, int64 label): the whole per-image work of
     uncached training in one function, so one parallel map runs it."""
     encoded, label = parse_example(record)
-    return augment_encoded(encoded, image_size, normalization, seed), label
+    return augment_encoded(encoded, image_size, normalization, seed, augment), label
 
 
 def element_seed(seed: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
@@ -322,15 +338,19 @@ def training_dataset(
     seed: int,
     input_context: tf.distribute.InputContext | None = None,
     soft_labels: SoftLabels | None = None,
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tf.data.Dataset:
     """Infinite (image, label) batches of static shape [batch, size, size, 3] and [batch] (int64);
-    with soft_labels, the labels are float32 targets [batch, classes].
+    with soft_labels, the labels are float32 targets [batch, classes]. Images are augmented as
+    `augment` sets.
 
     Without an input context, batches are global batches. With one (from
     strategy.distribute_datasets_from_function), this pipeline reads only its shards
     (pipeline_files) and makes per-replica batches; its seeds differ from other pipelines'.
     """
-    dataset = training_batches(plan, image_size, normalization, shuffle_buffer, seed, input_context)
+    dataset = training_batches(
+        plan, image_size, normalization, shuffle_buffer, seed, input_context, augment
+    )
     if soft_labels is not None:
         pipeline_id = 0 if input_context is None else input_context.input_pipeline_id
         base_seed = tf.random.experimental.stateless_fold_in(
@@ -359,6 +379,19 @@ def without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
     return dataset.with_options(options)
 
 
+def pipeline_records(
+    files: tuple[str, ...], shard: tuple[int, int] | None, seed: int
+) -> tf.data.Dataset:
+    """One input pipeline's serialized examples, one pass: its shards in a new order every epoch,
+    read in parallel; with a record shard (record_shard), every file in a fixed order, so that
+    the pipelines' every-n-th records are disjoint."""
+    dataset = list_files(files, shuffle=shard is None, seed=seed)
+    dataset = interleave_records(
+        dataset, min(len(files), MAX_PARALLEL_READS), deterministic=shard is not None
+    )
+    return dataset if shard is None else dataset.shard(*shard)
+
+
 def training_batches(
     plan: PipelinePlan,
     image_size: int,
@@ -366,6 +399,7 @@ def training_batches(
     shuffle_buffer: int,
     seed: int,
     input_context: tf.distribute.InputContext | None = None,
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tf.data.Dataset:
     """training_dataset without its last stages, soft labels and prefetch (for measuring what
     the prefetch adds)."""
@@ -381,13 +415,13 @@ def training_batches(
 
     def augment_cached(index, element):
         images, labels = element
-        return augment_batch(images, element_seed(base_seed, index)), labels
+        return augment_batch(images, element_seed(base_seed, index), augment), labels
 
     def augment_record(index, record):
-        return augment_example(record, element_seed(base_seed, index), image_size, normalization)
+        seed = element_seed(base_seed, index)
+        return augment_example(record, seed, image_size, normalization, augment)
 
-    dataset = list_files(files, shuffle=True, seed=seed + pipeline_id)
-    dataset = interleave_records(dataset, min(len(files), MAX_PARALLEL_READS), deterministic=False)
+    dataset = pipeline_records(files, record_shard(plan.files, input_context), seed + pipeline_id)
     if plan.cache:
         dataset = dataset.map(decode, tf.data.AUTOTUNE, deterministic=False).cache()
         dataset = shuffle_and_repeat(dataset, shuffle_buffer, seed + pipeline_id)
@@ -401,7 +435,9 @@ def training_batches(
 def eval_dataset(
     plan: PipelinePlan, image_size: int, normalization: Normalization
 ) -> tf.data.Dataset:
-    """Every example once, in a fixed order, unaugmented; the last batch may be partial."""
+    """Every example once, in a fixed order, unaugmented; the last batch may be partial. Under
+    MultiWorkerMirroredStrategy each worker evaluates its share of the batches (DATA sharding:
+    the split may have fewer shards than workers) and Keras sums the metrics over workers."""
 
     def decode(record):
         return decode_example(record, image_size, normalization)
@@ -412,4 +448,6 @@ def eval_dataset(
     if plan.cache:
         dataset = dataset.cache()
     dataset = batch(dataset, plan.batch_size, drop_remainder=False)
-    return prefetch(dataset)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return prefetch(dataset).with_options(options)

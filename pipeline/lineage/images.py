@@ -11,6 +11,8 @@ from ml_metadata.metadata_store import metadata_store
 
 from components import metadata_keys
 from components.ingest_report_reader import IngestReportRecord
+from data_prep import file_access
+from data_prep.ingest_outputs import read_source_index
 from pipeline.lineage.models import TrainedModel, models_trained_on
 from pipeline.lineage.store import MetadataGraph, same_file
 
@@ -98,10 +100,6 @@ def image_lineage(
     only_data_roots: read the file for its bytes only when it lies under a folder the store's
     datasets were ingested from (what the web UI allows a visitor to have hashed).
     """
-    from apache_beam.io.filesystems import FileSystems
-
-    from data_prep.ingest import read_source_index
-
     graph = MetadataGraph(store)
     digest = _sha256(path, data_roots(store) if only_data_roots else None)
     relative = path.replace(os.sep, "/")
@@ -112,7 +110,7 @@ def image_lineage(
             continue
         reports = graph.outputs(producer.id, metadata_keys.INGEST_REPORT_OUTPUT_KEY)
         index_path = IngestReportRecord.read(reports[0]).source_index_path if reports else None
-        if index_path is None or not FileSystems.exists(index_path):
+        if index_path is None or not file_access.exists(index_path):
             unindexed.append(examples.id)
             continue
         rows = [

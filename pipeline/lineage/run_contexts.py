@@ -31,7 +31,7 @@ class RunMembers:
     executions: list[mlmd_pb2.Execution]
     node_of: dict[int, tuple[str, str]]  # execution id -> (pipeline, node id)
     recorded: str | None = None  # the state the local runner recorded on the run (run_guard)
-    ended_by: str | None = None  # why the local runner closed the run, when it did (run_guard)
+    ended_by: str | None = None  # why it recorded the run ended so, e.g. a failure's message
 
 
 def runs_in_store(graph: MetadataGraph) -> list[RunMembers]:

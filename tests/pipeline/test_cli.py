@@ -1,4 +1,5 @@
 import argparse
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -81,7 +82,7 @@ def test_bad_setting_fails_before_any_work_naming_the_field(tmp_path, capsys):
     code = main(
         [
             "prep",
-            "--input",
+            "--data",
             str(tmp_path),
             "--output",
             str(tmp_path / "out"),
@@ -138,7 +139,7 @@ def test_run_draws_the_embedded_data_beside_its_imports_only_when_nothing_names_
 
 
 def test_missing_input_is_a_clear_error(tmp_path, capsys):
-    assert main(["prep", "--input", str(tmp_path / "nope"), "--output", str(tmp_path)]) == 2
+    assert main(["prep", "--data", str(tmp_path / "nope"), "--output", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
@@ -155,7 +156,7 @@ def test_prep_writes_dataset_and_summarizes(tmp_path, capsys):
     code = main(
         [
             "prep",
-            "--input",
+            "--data",
             str(tmp_path / "in"),
             "--output",
             str(tmp_path / "out"),
@@ -181,7 +182,7 @@ def test_default_data_then_prep_is_what_make_run_local_does(tmp_path, capsys):
         main(
             [
                 "prep",
-                "--input",
+                "--data",
                 str(tmp_path / "data"),
                 "--output",
                 str(tmp_path / "out"),
@@ -207,7 +208,7 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly():
     assert stderr == ""
 
 
-@pytest.mark.parametrize("command", [["runs"], ["run"], ["prep", "--input", "x", "--output", "y"]])
+@pytest.mark.parametrize("command", [["runs"], ["run"], ["prep", "--data", "x", "--output", "y"]])
 def test_a_build_dir_that_is_a_file_is_one_error_line(tmp_path, capsys, command):
     (tmp_path / "build").write_text("a file")
     assert main([*command, "--build-dir", str(tmp_path / "build")]) == exit_codes.BAD_INPUT
@@ -215,3 +216,29 @@ def test_a_build_dir_that_is_a_file_is_one_error_line(tmp_path, capsys, command)
     assert err == (
         f"imgpipe {command[0]}: error: --build-dir {tmp_path / 'build'} is a file, not a folder\n"
     )
+
+
+def test_version_names_the_installed_package(capsys):
+    with pytest.raises(SystemExit) as raised:
+        main(["--version"])
+    assert raised.value.code == 0
+    assert capsys.readouterr().out.strip() == f"imgpipe {importlib.metadata.version('imgpipe')}"
+
+
+@pytest.mark.slow
+def test_too_little_data_is_a_settings_error_before_any_component(tmp_path, capsys):
+    images = tmp_path / "images"
+    for i in range(18):
+        path = images / ("cat" if i % 2 else "dog") / f"{i}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(image_files.jpeg(seed=i))
+    build = tmp_path / "build"
+    code = main(["run", "--data", str(images), "--build-dir", str(build)])
+    err = capsys.readouterr().err
+    assert code == exit_codes.BAD_INPUT
+    assert (
+        f"imgpipe run: error: trainer.batch_size: 18 labelled images in {images} give about 14 "
+        "training examples (80%), fewer than one batch of 64; use a smaller batch "
+        "(--set trainer.batch_size=8) or add images"
+    ) in err
+    assert not (build / "tfx" / "ImageExampleGen").exists()

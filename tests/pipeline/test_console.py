@@ -147,3 +147,13 @@ def test_a_line_naming_a_file_shows_its_escape_codes_instead_of_obeying_them(cap
     assert capsys.readouterr().err == (
         "imgpipe run: error: cannot read cat\\x1b]0;title\\x07/a.jpg (full log: /log)\n"
     )
+
+
+def test_a_notice_is_shown_under_the_running_component():
+    shown, handler, out = _handler()
+    _log(handler, "Component %s is running.", "Trainer")
+    record = logging.LogRecord("trainer", logging.INFO, __file__, 1, "notice: %s", ("x",), None)
+    handler.handle(record)
+    _log(handler, "worker 3: notice: %s", "forwarded from a worker")
+    lines = out.getvalue().splitlines()[1:]
+    assert [line.strip() for line in lines] == ["Trainer: x", "Trainer: forwarded from a worker"]
