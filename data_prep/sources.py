@@ -184,8 +184,9 @@ def _printable(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
-def read_manifest(manifest_path: str) -> list[SourceFile]:
-    """Reads `path,label[,split]` rows; relative paths resolve against the manifest's folder."""
+def read_manifest(manifest_path: str, labelled: bool = True) -> list[SourceFile]:
+    """Reads `path,label[,split]` rows; relative paths resolve against the manifest's folder.
+    labelled=False for images to classify: the label column may then be left out."""
     try:
         with FileSystems.open(manifest_path) as handle:
             text = handle.read().decode("utf-8")
@@ -194,7 +195,7 @@ def read_manifest(manifest_path: str) -> list[SourceFile]:
     rows = (
         _parse_jsonl(text, manifest_path)
         if manifest_path.endswith(".jsonl")
-        else _parse_csv(text, manifest_path)
+        else _parse_csv(text, manifest_path, labelled)
     )
     base = posixpath.dirname(manifest_path)
     sources, seen = [], set()
@@ -203,7 +204,7 @@ def read_manifest(manifest_path: str) -> list[SourceFile]:
         path, label, split = row.get("path"), row.get("label"), row.get("split") or None
         if not path:
             raise SourceError(f"{where}: missing 'path'")
-        if not label:
+        if not label and labelled:
             raise SourceError(f"{where}: missing 'label' for {path!r}")
         if split is not None and split not in SPLITS:
             raise SourceError(f"{where}: split {split!r} is not one of {', '.join(SPLITS)}")
@@ -211,16 +212,18 @@ def read_manifest(manifest_path: str) -> list[SourceFile]:
         if full in seen:
             raise SourceError(f"{where}: {path!r} is listed twice")
         seen.add(full)
-        sources.append(SourceFile(path, full, str(label), split))
+        sources.append(SourceFile(path, full, str(label) if label else None, split))
     if not sources:
         raise SourceError(f"manifest {manifest_path!r} lists no files")
     return sorted(sources)
 
 
-def _parse_csv(text: str, where: str) -> list[tuple[int, dict]]:
+def _parse_csv(text: str, where: str, labelled: bool) -> list[tuple[int, dict]]:
     reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames or not {"path", "label"} <= set(reader.fieldnames):
-        raise SourceError(f"{where}: CSV header must name 'path' and 'label' columns")
+    required = {"path", "label"} if labelled else {"path"}
+    if not reader.fieldnames or not required <= set(reader.fieldnames):
+        columns = "'path' and 'label' columns" if labelled else "a 'path' column"
+        raise SourceError(f"{where}: CSV header must name {columns}")
     return [(number + 2, row) for number, row in enumerate(reader)]
 
 
