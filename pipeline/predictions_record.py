@@ -57,6 +57,7 @@ def record_predictions(
         mlmd_pb2.ExecutionType(name=metadata_keys.PREDICT_EXECUTION_TYPE)
     )
     uri = output if "://" in output else os.path.abspath(output)
+    _retire_overwritten(store, artifact_type, uri)
     counts = {
         "files": len(rows),
         "scored": sum(row.status == SCORED for row in rows),
@@ -87,3 +88,19 @@ def record_predictions(
     read.path.steps.add().key = metadata_keys.PREDICT_MODEL_KEY
     store.put_events([read])
     return artifact_id
+
+
+def _retire_overwritten(store: metadata_store.MetadataStore, type_id: int, uri: str) -> None:
+    """Marks earlier predictions recorded at uri as deleted: the file now holds other rows, which
+    must not be credited to the model that wrote the old ones."""
+    overwritten = [
+        artifact
+        for artifact in store.get_artifacts_by_type(metadata_keys.PREDICTIONS_TYPE)
+        if artifact.type_id == type_id
+        and artifact.uri == uri
+        and artifact.state == mlmd_pb2.Artifact.LIVE
+    ]
+    for artifact in overwritten:
+        artifact.state = mlmd_pb2.Artifact.DELETED
+    if overwritten:
+        store.put_artifacts(overwritten)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 
 from pipeline.lineage import (
     STOPPED_BY_GATE,
@@ -356,8 +355,8 @@ def format_predictions_lineage(lineage: PredictionsLineage) -> str:
             scored_by = f"{model.type} {model.id}" + (f" (version {version})" if version else "")
         lines.append(
             f"{scoring.predictions.created} {scored_by}: {_scored_answer(scoring.row)}; "
-            f"Predictions {scoring.predictions.id} {os.path.basename(scoring.predictions.uri)} "
-            f"({scoring.predictions.uri}); matched by {scoring.match}"
+            f"Predictions {scoring.predictions.id} {scoring.predictions.uri}; "
+            f"matched by {scoring.match}"
         )
     for record in lineage.missing:
         lines.append(f"not searchable (file gone): Predictions {record.id} {record.uri}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
 from pipeline.lineage.images import _sha256 as file_sha256
@@ -27,6 +28,7 @@ class PredictionsLineage:
     sha256: str | None  # of the file now; None when it cannot be read
     scorings: tuple[Scoring, ...]
     missing: tuple[ArtifactRecord, ...]  # recorded predictions files that are gone
+    # Overwritten predictions files (a later `--output` to the same path) are left out.
 
 
 def _how_matched(same_path: bool, digest: str | None, row: PredictionRow) -> str:
@@ -44,6 +46,8 @@ def predictions_lineage(store: metadata_store.MetadataStore, path: str) -> Predi
     digest = file_sha256(path)
     scorings, missing = [], []
     for artifact in graph.artifacts_of_type(metadata_keys.PREDICTIONS_TYPE):
+        if artifact.state != mlmd_pb2.Artifact.LIVE:  # overwritten by later predictions
+            continue
         record = graph.record(artifact)
         try:
             rows = read_rows(artifact.uri)

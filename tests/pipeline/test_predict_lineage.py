@@ -74,7 +74,32 @@ def test_predictions_are_recorded_and_name_the_model_that_made_them(
     # The record is no pipeline run: the runs and the model's lineage read as before.
     store = open_store(store_copy)
     assert len(lineage.list_runs(store)) == len(lineage.list_runs(two_runs.store))
-    assert lineage.model_lineage(store, pushed_id).pushed_model.id == pushed_id
+    model = lineage.model_lineage(store, pushed_id).model
+    assert model.type == "Model"
+
+    # The Trainer's own export is recorded as its Model; predictions written again to the same
+    # file replace the earlier record, so no answer is credited to the model of the old rows.
+    dog = two_runs.images / "dog" / "1.jpg"
+    trainer_export = os.path.join(model.uri, "Format-Serving")
+    for command in (["--model", trainer_export], []):
+        code, _, err = _cli(
+            capsys,
+            "predict",
+            str(dog),
+            *command,
+            "--output",
+            str(output),
+            "--mlmd-sqlite",
+            store_copy,
+        )
+        assert code == 0 and "not recorded" not in err, err
+    code, out, _ = _cli(
+        capsys, "lineage", "predictions", str(dog), "--json", "--mlmd-sqlite", store_copy
+    )
+    [scoring] = json.loads(out)["scorings"]
+    assert scoring["model"]["id"] == pushed_id
+    code, out, _ = _cli(capsys, "lineage", "predictions", str(image), "--mlmd-sqlite", store_copy)
+    assert "no recorded predictions include it" in out
 
 
 def test_an_image_never_scored_says_so(two_runs, store_copy, capsys):
