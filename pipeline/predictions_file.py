@@ -15,6 +15,8 @@ import io
 import json
 import os
 
+from data_prep.files import read_file
+
 SCORED, REJECTED, IGNORED = "scored", "rejected", "ignored"
 FORMATS = (".csv", ".jsonl")
 COLUMNS = (
@@ -31,6 +33,7 @@ COLUMNS = (
 )
 # Beam's filesystems for URIs (gs://, s3://); plain files otherwise, read without Beam.
 _URI = "://"
+MAX_BYTES = 1 << 30  # some three million rows: what a lineage query reads at most
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +126,8 @@ def write_rows(rows: list[PredictionRow], path: str) -> None:
 
 
 def read_rows(path: str) -> list[PredictionRow]:
-    """The rows of a predictions file, CSV or JSON lines."""
+    """The rows of a predictions file, CSV or JSON lines. A local file is read as a regular file
+    of at most MAX_BYTES (data_prep.files)."""
     if _URI in path:
         from apache_beam.io.filesystem import CompressionTypes
         from apache_beam.io.filesystems import FileSystems
@@ -131,8 +135,7 @@ def read_rows(path: str) -> list[PredictionRow]:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             text = handle.read().decode("utf-8")
     else:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_file(path, MAX_BYTES).decode("utf-8")
     if path.lower().endswith(".jsonl"):
         return [PredictionRow.from_dict(json.loads(line)) for line in text.splitlines() if line]
     return [PredictionRow.from_dict(row) for row in csv.DictReader(io.StringIO(text))]

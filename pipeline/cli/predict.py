@@ -4,6 +4,7 @@ as a table or a CSV/JSONL file recorded in ML Metadata."""
 from __future__ import annotations
 
 import collections
+import os
 import sys
 
 from pipeline import exit_codes
@@ -100,7 +101,7 @@ def _run_predict(args, beam_args: list[str]) -> int:
 def _model(args, target) -> tuple[str, int | None]:
     """The model folder to load and its artifact id in the store (None when not recorded)."""
     from pipeline.lineage.store import LineageError
-    from pipeline.mlmd_connection import StoreNotFound
+    from pipeline.mlmd_connection import StoreNotFound, resolve_uri
     from pipeline.predictions_record import model_artifact_id, newest_pushed_model
 
     if args.model is None:
@@ -108,6 +109,9 @@ def _model(args, target) -> tuple[str, int | None]:
             artifact_id, destination = newest_pushed_model(target.open())
         except (StoreNotFound, LineageError) as error:
             raise LookupError(f"{error}; name a model with --model") from error
+        if target.backend() == "sqlite":  # a store written before paths were recorded absolute
+            store_file = os.path.abspath(target.sqlite or target.default_sqlite)
+            destination = resolve_uri(destination, os.path.dirname(store_file))
         return destination, artifact_id
     try:
         store = target.open()

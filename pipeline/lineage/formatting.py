@@ -358,6 +358,6 @@ def format_predictions_lineage(lineage: PredictionsLineage) -> str:
             f"Predictions {scoring.predictions.id} {scoring.predictions.uri}; "
             f"matched by {scoring.match}"
         )
-    for record in lineage.missing:
-        lines.append(f"not searchable (file gone): Predictions {record.id} {record.uri}")
+    for record in lineage.unreadable:
+        lines.append(f"not searchable (gone or unreadable): Predictions {record.id} {record.uri}")
     return "\n".join(lines)

@@ -27,7 +27,7 @@ class PredictionsLineage:
     query: str
     sha256: str | None  # of the file now; None when it cannot be read
     scorings: tuple[Scoring, ...]
-    missing: tuple[ArtifactRecord, ...]  # recorded predictions files that are gone
+    unreadable: tuple[ArtifactRecord, ...]  # recorded predictions files gone or unreadable
     # Overwritten predictions files (a later `--output` to the same path) are left out.
 
 
@@ -44,7 +44,7 @@ def predictions_lineage(store: metadata_store.MetadataStore, path: str) -> Predi
     with the model that made it, oldest first."""
     graph = MetadataGraph(store)
     digest = file_sha256(path)
-    scorings, missing = [], []
+    scorings, unreadable = [], []
     for artifact in graph.artifacts_of_type(metadata_keys.PREDICTIONS_TYPE):
         if artifact.state != mlmd_pb2.Artifact.LIVE:  # overwritten by later predictions
             continue
@@ -52,7 +52,7 @@ def predictions_lineage(store: metadata_store.MetadataStore, path: str) -> Predi
         try:
             rows = read_rows(artifact.uri)
         except (OSError, ValueError, KeyError):
-            missing.append(record)
+            unreadable.append(record)
             continue
         found = [
             row
@@ -67,4 +67,4 @@ def predictions_lineage(store: metadata_store.MetadataStore, path: str) -> Predi
         for row in found:
             match = _how_matched(same_file(row.file, path), digest, row)
             scorings.append(Scoring(record, model, match, row.as_dict()))
-    return PredictionsLineage(path, digest, tuple(scorings), tuple(missing))
+    return PredictionsLineage(path, digest, tuple(scorings), tuple(unreadable))

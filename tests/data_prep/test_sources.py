@@ -148,3 +148,11 @@ def test_a_manifest_of_images_to_classify_may_leave_labels_out(tmp_path):
     assert source.label is None and source.path == str(tmp_path / "photos" / "a.jpg")
     with pytest.raises(SourceError, match="'path' and 'label' columns"):
         read_manifest(str(manifest))
+
+
+def test_a_manifest_that_is_a_pipe_is_refused_without_blocking(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "list.csv")
+    with pytest.raises(SourceError, match="a named pipe, not a regular file"):
+        list_sources(str(tmp_path / "list.csv"))

@@ -6,6 +6,7 @@ low-confidence answers are marked; the model folder may be a Pusher destination.
 import csv
 import io
 import json
+import os
 import shutil
 
 import numpy as np
@@ -70,6 +71,11 @@ def album(tmp_path_factory):
 def _probabilities(row: PredictionRow) -> np.ndarray:
     by_name = dict(row.top_k)
     return np.array([by_name[name] for name in LABELS])
+
+
+def _shown(path) -> str:
+    """The path as the console shows it (relative when below the current folder)."""
+    return PredictionRow(str(path), "scored").shown_file
 
 
 def _by_name(rows: list[PredictionRow]) -> dict[str, PredictionRow]:
@@ -149,8 +155,8 @@ def test_output_has_one_row_per_file_and_marks_low_confidence(
 
     out, err = capsys.readouterr()
     assert code == 1  # rejected files
-    assert f"{photos / 'trip' / 'empty.jpg'}: rejected: empty: file is empty" in err
-    assert f"{photos / 'trip' / 'notes.txt'}: ignored: not an image file" in err
+    assert f"{_shown(photos / 'trip' / 'empty.jpg')}: rejected: empty: file is empty" in err
+    assert f"{_shown(photos / 'trip' / 'notes.txt')}: ignored: not an image file" in err
     assert "not recorded in ML Metadata" in err  # no store under --build-dir
     assert "error" not in err
     assert out.startswith(
@@ -185,10 +191,10 @@ def test_the_table_names_each_scored_file_and_bad_files_go_to_stderr(model_dir, 
 
     out, err = capsys.readouterr()
     assert code == 1
-    assert f"{photos / 'missing.png'}: rejected: unreadable:" in err
+    assert f"{_shown(photos / 'missing.png')}: rejected: unreadable:" in err
     header, line = out.splitlines()
     assert header.split()[:3] == ["file", "class", "prob"]
-    assert line.startswith(str(photos / "top.jpg")) and line.split()[1] in LABELS
+    assert line.startswith(_shown(photos / "top.jpg")) and line.split()[1] in LABELS
 
 
 def test_a_pusher_destination_resolves_to_its_newest_version(model_dir, tmp_path, capsys):
@@ -213,3 +219,16 @@ def test_encoded_png_bytes_round_trip(images):
     png = Image.open(io.BytesIO((images / "rgb.png").read_bytes()))
     webp = Image.open(io.BytesIO((images / "lossless.webp").read_bytes()))
     np.testing.assert_array_equal(np.asarray(png), np.asarray(webp.convert("RGB")))
+
+
+def test_a_named_pipe_is_refused_without_blocking(model_dir, tmp_path):
+    os.mkfifo(tmp_path / "pipe.jpg")
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "folder" / "pipe.png")
+
+    rows = predict(
+        [str(tmp_path / "pipe.jpg"), str(tmp_path / "folder")], model_dir, PredictSettings()
+    )
+
+    assert [(row.status, row.reason) for row in rows] == [("rejected", "unreadable")] * 2
+    assert all("regular file" in row.detail for row in rows)
