@@ -25,8 +25,8 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
+from data_prep import inspection
 from data_prep.image_validation import ImageLimits
-from data_prep.inspection import ACCEPTED, examine_source
 from data_prep.sources import MANIFEST_EXTENSIONS, SourceFile, list_class_folders, read_manifest
 from pipeline.predictions_file import (
     IGNORED,
@@ -150,11 +150,11 @@ class ImageModelHandler(ModelHandler[bytes, PredictionResult, object]):
 def _examine(source: SourceFile, limits: ImageLimits):
     """A scorable image as ((file, sha256), encoded bytes) on the 'images' output; any other
     file as its row."""
-    outcome, accepted = examine_source(source, limits)
-    if outcome.status == ACCEPTED:
+    outcome, accepted = inspection.examine_source(source, limits)
+    if outcome.status == inspection.ACCEPTED:
         yield beam.pvalue.TaggedOutput("images", ((source.path, outcome.sha256), accepted.encoded))
         return
-    status = IGNORED if outcome.status == "ignored" else REJECTED
+    status = IGNORED if outcome.status == inspection.IGNORED else REJECTED
     yield PredictionRow(source.path, status, reason=outcome.reason, detail=outcome.detail)
 
 

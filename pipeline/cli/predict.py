@@ -102,6 +102,7 @@ def _model(args, target) -> tuple[str, int | None]:
     """The model folder to load and its artifact id in the store (None when not recorded)."""
     from pipeline.lineage.store import LineageError
     from pipeline.mlmd_connection import StoreNotFound, resolve_uri
+    from pipeline.predict import resolve_model_dir
     from pipeline.predictions_record import model_artifact_id, newest_pushed_model
 
     if args.model is None:
@@ -113,11 +114,12 @@ def _model(args, target) -> tuple[str, int | None]:
             store_file = os.path.abspath(target.sqlite or target.default_sqlite)
             destination = resolve_uri(destination, os.path.dirname(store_file))
         return destination, artifact_id
+    model_dir = resolve_model_dir(args.model)  # a Pusher's base folder: its newest version
     try:
         store = target.open()
     except StoreNotFound:
-        return args.model, None
-    return args.model, model_artifact_id(store, args.model)
+        return model_dir, None
+    return model_dir, model_artifact_id(store, model_dir)
 
 
 def _score(args, inputs: list[str], model_dir: str, beam_args: list[str]):

@@ -77,11 +77,13 @@ def test_predictions_are_recorded_and_name_the_model_that_made_them(
     model = lineage.model_lineage(store, pushed_id).model
     assert model.type == "Model"
 
-    # The Trainer's own export is recorded as its Model; predictions written again to the same
-    # file replace the earlier record, so no answer is credited to the model of the old rows.
+    # The Trainer's own export is recorded as its Model, a Pusher's base folder as its newest
+    # version; predictions written again to the same file replace the earlier record, so no
+    # answer is credited to the model of the old rows.
     dog = two_runs.images / "dog" / "1.jpg"
     trainer_export = os.path.join(model.uri, "Format-Serving")
-    for command in (["--model", trainer_export], []):
+    serving_base = os.path.dirname(destination)  # its newest version: the one pushed last
+    for command in (["--model", trainer_export], ["--model", serving_base], []):
         code, _, err = _cli(
             capsys,
             "predict",
