@@ -38,6 +38,7 @@ from pipeline.predictions_file import (
 )
 
 MAX_BATCH_SIZE = 64
+FILES_PER_BUNDLE = 256
 DEFAULT_MIN_CONFIDENCE = 0.5
 INFERENCE_FAILED = "inference_failed"  # the model raised on a batch holding the file
 
@@ -147,15 +148,17 @@ class ImageModelHandler(ModelHandler[bytes, PredictionResult, object]):
         return "imgpipe_predict"
 
 
-def _examine(source: SourceFile, limits: ImageLimits):
-    """A scorable image as ((file, sha256), encoded bytes) on the 'images' output; any other
+def _examine(bundle: tuple[SourceFile, ...], limits: ImageLimits):
+    """Each scorable image as ((file, sha256), encoded bytes) on the 'images' output; any other
     file as its row."""
-    outcome, accepted = inspection.examine_source(source, limits)
-    if outcome.status == inspection.ACCEPTED:
-        yield beam.pvalue.TaggedOutput("images", ((source.path, outcome.sha256), accepted.encoded))
-        return
-    status = IGNORED if outcome.status == inspection.IGNORED else REJECTED
-    yield PredictionRow(source.path, status, reason=outcome.reason, detail=outcome.detail)
+    for source in bundle:
+        outcome, accepted = inspection.examine_source(source, limits)
+        if outcome.status == inspection.ACCEPTED:
+            key = (source.path, outcome.sha256)
+            yield beam.pvalue.TaggedOutput("images", (key, accepted.encoded))
+            continue
+        status = IGNORED if outcome.status == inspection.IGNORED else REJECTED
+        yield PredictionRow(source.path, status, reason=outcome.reason, detail=outcome.detail)
 
 
 def _scored_row(
@@ -202,9 +205,14 @@ class ScoreImages(beam.PTransform):
 
     def expand(self, pbegin):
         version = model_version(self._model_dir)
+        size = FILES_PER_BUNDLE
+        bundles = [tuple(self._sources[i : i + size]) for i in range(0, len(self._sources), size)]
         examined = (
             pbegin
-            | "Files" >> beam.Create(self._sources)
+            # Bundles of files: Create embeds its elements in the pipeline's graph, which Beam
+            # pickles and compresses several times, so a million files would cost it a million
+            # elements (the ingest bundles its files for the same reason).
+            | "Files" >> beam.Create(bundles)
             | "Examine"
             >> beam.FlatMap(_examine, self._settings.limits).with_outputs("images", main="rows")
         )
