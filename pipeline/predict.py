@@ -39,6 +39,7 @@ from pipeline.predictions_file import (
 
 MAX_BATCH_SIZE = 64
 FILES_PER_BUNDLE = 256
+EXPLAIN_CHUNK = 256  # images read back and explained at a time
 DEFAULT_MIN_CONFIDENCE = 0.5
 INFERENCE_FAILED = "inference_failed"  # the model raised on a batch holding the file
 
@@ -269,3 +270,34 @@ def predict(
                 sources, model_dir, label_names, settings, written
             )
         return read_rows(written)
+
+
+def write_explanations(
+    rows: list[PredictionRow], model_dir: str, folder: str, limits: ImageLimits
+) -> list[str]:
+    """A Grad-CAM overlay PNG (components/gradcam.py) of each scored file's top class in folder,
+    named after the file and its bytes; returns their paths. A file changed since it was scored
+    is left out."""
+    from components.gradcam import Explainer, overlay
+
+    explainer = Explainer(resolve_model_dir(model_dir))
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    scored = [row for row in rows if row.status == SCORED]
+    for start in range(0, len(scored), EXPLAIN_CHUNK):
+        images = []
+        for row in scored[start : start + EXPLAIN_CHUNK]:
+            outcome, accepted = inspection.examine_source(
+                SourceFile(row.file, row.file, None), limits
+            )
+            if accepted is not None and outcome.sha256 == row.sha256:
+                images.append((row, accepted.encoded))
+        class_ids = [explainer.label_names.index(row.top_class) for row, _ in images]
+        explained = explainer.explain([encoded for _, encoded in images], class_ids)
+        for (row, _), explanation in zip(images, explained, strict=True):
+            stem = os.path.splitext(os.path.basename(row.file))[0]
+            path = os.path.join(folder, f"{stem}-{row.sha256[:8]}.png")
+            with open(path, "wb") as handle:
+                handle.write(overlay(explanation))
+            written.append(path)
+    return written

@@ -55,6 +55,12 @@ def add_predict(subparsers) -> None:
         help="write one row per file (file, status, top class, probability, low confidence, "
         "top-k, model version, reason) instead of the table",
     )
+    parser.add_argument(
+        "--explain",
+        metavar="FOLDER",
+        help="also write a Grad-CAM overlay (PNG) of each scored image's top class into FOLDER, "
+        "named <file name>-<first 8 hex digits of its sha256>.png",
+    )
     options.store_flags(parser)
     parser.add_argument("--build-dir", default="build", help="as for `imgpipe run`")
     parser.set_defaults(handler=_run_predict)
@@ -94,6 +100,14 @@ def _run_predict(args, beam_args: list[str]) -> int:
         print(_summary(rows, args.output, args.min_confidence))
     else:
         print(_table(rows))
+    if args.explain:
+        try:
+            written = _explain(rows, model_dir, args.explain)
+        except Exception as error:  # noqa: BLE001  one line, never a traceback
+            code, message = describe_failure(error, "--explain")
+            print(f"imgpipe predict: error: {message}", file=sys.stderr)
+            return code
+        print(f"Grad-CAM overlays: {len(written)} in {args.explain}")
     rejected = any(row.status == "rejected" for row in rows)
     return exit_codes.COMPONENT_FAILED if rejected else exit_codes.OK
 
@@ -127,6 +141,13 @@ def _score(args, inputs: list[str], model_dir: str, beam_args: list[str]):
 
     settings = PredictSettings(top_k=args.top_k, min_confidence=args.min_confidence)
     return predict(inputs, model_dir, settings, args.output, tuple(beam_args))
+
+
+def _explain(rows, model_dir: str, folder: str) -> list[str]:
+    from data_prep.image_validation import ImageLimits
+    from pipeline.predict import write_explanations
+
+    return write_explanations(rows, model_dir, folder, ImageLimits())
 
 
 def _record(args, target, model_dir: str, model_id: int | None, inputs, rows) -> None:

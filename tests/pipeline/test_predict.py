@@ -232,3 +232,16 @@ def test_a_named_pipe_is_refused_without_blocking(model_dir, tmp_path):
 
     assert [(row.status, row.reason) for row in rows] == [("rejected", "unreadable")] * 2
     assert all("regular file" in row.detail for row in rows)
+
+
+def test_explain_writes_an_overlay_of_each_scored_image(model_dir, album, tmp_path, capsys):
+    folder = tmp_path / "why"
+
+    code = main(["predict", "--model", model_dir, str(album / "photos"), "--explain", str(folder)])
+
+    out = capsys.readouterr().out
+    overlays = sorted(path.name for path in folder.iterdir())
+    assert code == 1  # the album's bad files
+    assert f"Grad-CAM overlays: 3 in {folder}" in out
+    assert [name.rsplit("-", 1)[0] for name in overlays] == ["beach", "boat", "top"]
+    assert all(Image.open(folder / name).format == "PNG" for name in overlays)
