@@ -96,18 +96,19 @@ def _run_predict(args, beam_args: list[str]) -> int:
             why = ": ".join(part for part in (row.status, row.reason, row.detail) if part)
             print(f"imgpipe predict: {row.shown_file}: {why}", file=sys.stderr)
     if args.output:
-        _record(args, target, model_dir, model_id, inputs, rows)
         print(_summary(rows, args.output, args.min_confidence))
     else:
         print(_table(rows))
-    if args.explain:
-        try:
+    try:
+        if args.output:
+            _record(args, target, model_dir, model_id, inputs, rows)
+        if args.explain:
             written = _explain(rows, model_dir, args.explain)
-        except Exception as error:  # noqa: BLE001  one line, never a traceback
-            code, message = describe_failure(error, "--explain")
-            print(f"imgpipe predict: error: {message}", file=sys.stderr)
-            return code
-        print(f"Grad-CAM overlays: {len(written)} in {args.explain}")
+            print(f"Grad-CAM overlays: {len(written)} in {args.explain}")
+    except Exception as error:  # noqa: BLE001  one line, never a traceback
+        code, message = describe_failure(error, None)
+        print(f"imgpipe predict: error: {message}", file=sys.stderr)
+        return code
     rejected = any(row.status == "rejected" for row in rows)
     return exit_codes.COMPONENT_FAILED if rejected else exit_codes.OK
 
