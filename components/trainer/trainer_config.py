@@ -141,6 +141,10 @@ class TrainerConfig:
       inter_op_threads, intra_op_threads: TensorFlow thread pool sizes; 0 lets TF choose. Only
         applied before TensorFlow has started in this process.
       augment: the random augmentation of training images (AugmentConfig).
+      workers: local worker processes that train together under MultiWorkerMirroredStrategy
+        (components/trainer/local_workers.py), each with its share of the training data, the
+        first (the chief) alone exporting; the global batch is batch_size x workers. 1: training
+        runs in the Trainer's own process.
       report_input_pipeline: print, at the start of training, what each input pipeline decided
         (shards read, batch per replica, parallelism, cache on or off and why).
     """
@@ -174,6 +178,7 @@ class TrainerConfig:
     profile_steps: tuple[int, int] | None = None
     inter_op_threads: int = 0
     intra_op_threads: int = 0
+    workers: int = 1
     report_input_pipeline: bool = True
     augment: AugmentConfig = DEFAULT_AUGMENT
 
@@ -194,6 +199,7 @@ class TrainerConfig:
             "steps_per_execution",
             "gradient_accumulation_steps",
             "warm_start_epochs",
+            "workers",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"{getattr(self, name)} is below 1")
