@@ -71,6 +71,15 @@ def add_lineage(subparsers) -> None:
     )
     image.add_argument("path", help="the image file, or its path relative to the input folder")
     image.set_defaults(handler=_run_query, query="image")
+    predictions = kinds.add_parser(
+        "predictions",
+        parents=[store],
+        help="which models scored an image (by path or content)",
+        description="Searches the predictions files `imgpipe predict --output` recorded for the "
+        "image's path and its sha256, and names the model each was scored with.",
+    )
+    predictions.add_argument("path", help="the image file")
+    predictions.set_defaults(handler=_run_query, query="predictions")
 
 
 def _run_query(args, beam_args: list[str]) -> int:
@@ -106,6 +115,9 @@ def _run_query(args, beam_args: list[str]) -> int:
         elif args.query == "examples":
             answer = lineage.examples_lineage(store, args.examples)
             text = lineage_format.format_examples_lineage
+        elif args.query == "predictions":
+            answer = lineage.predictions_lineage(store, args.path)
+            text = lineage_format.format_predictions_lineage
         else:
             answer = lineage.image_lineage(store, args.path)
             text = lineage_format.format_image_lineage
