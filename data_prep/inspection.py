@@ -18,7 +18,7 @@ from data_prep.image_validation import (
     ImageLimits,
     Reason,
     identify_format,
-    validate_image,
+    validate_bounded,
 )
 from data_prep.runtime.native_stderr import capture_native_stderr
 from data_prep.sources import SourceFile
@@ -91,7 +91,7 @@ def inspect_source(source: SourceFile, limits: ImageLimits) -> FileOutcome:
         data = read_source(source, limits.max_file_bytes + 1)
     except Exception as error:  # noqa: BLE001  each filesystem raises its own type
         return FileOutcome(source, REJECTED, Reason.UNREADABLE, str(error))
-    result = validate_image(data, limits)
+    result = validate_bounded(data, limits)
     if isinstance(result, Accepted):
         if source.label is None:
             return FileOutcome(

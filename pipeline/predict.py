@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from data_prep.image_validation import Accepted, ImageLimits, validate_image
+from data_prep.image_validation import Accepted, ImageLimits, validate_bounded
 
 BATCH_SIZE = 64
 
@@ -94,7 +94,7 @@ def _check(path: str, limits: ImageLimits) -> Accepted | Failure:
             data = handle.read()
     except OSError as error:
         return Failure(path, "unreadable", error.strerror or str(error))
-    checked = validate_image(data, limits)
+    checked = validate_bounded(data, limits)
     if isinstance(checked, Accepted):
         return checked
     return Failure(path, checked.reason, checked.detail)

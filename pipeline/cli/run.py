@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import sys
 
-from data_prep.gc_freeze import imports_frozen
 from data_prep.ingest_config import ConfigError
 from pipeline import console, exit_codes
 from pipeline.cli import options
@@ -57,7 +56,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
         shown.say(f"imgpipe run: pipeline {config.name}, log {log_path}")
         try:
             # A first run draws the embedded dataset on the other cores while this one imports.
-            with options.embedded_data_drawn(args, settings, config), imports_frozen():
+            with options.embedded_data_drawn(args, settings, config):
                 from pipeline.runners.local import run_local
 
             summary = run_local(
