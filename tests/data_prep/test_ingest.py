@@ -293,6 +293,7 @@ def test_shards_are_written_several_at_once(monkeypatch):
     from data_prep.runtime import parallel
 
     monkeypatch.setattr(ingest, "write_shard", _slow_writer)  # pickled by name to the child
+    parallel._pool.cache_clear()  # children forked with the patch
     writer = ingest._WriteShards(IngestConfig("in"), IngestOutputs.under("out"), workers=2)
     summary = IngestPlan({"cat": 0}, (), {}, None)
     specs = _spec("train", "cat/b.jpg", "cat/a.jpg"), _spec("eval", "cat/c.jpg")
