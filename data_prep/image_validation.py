@@ -202,7 +202,7 @@ def _validate(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
     try:
         image = _open(data, limits.max_pixels)
     except Image.DecompressionBombError as error:
-        return _bomb(error, limits)
+        return _bomb(error, limits, "the image")
     except MemoryError:
         raise
     except UnidentifiedImageError:
@@ -225,7 +225,7 @@ def _validate(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
         try:
             image.load()
         except Image.DecompressionBombError as error:  # an image nested in this one
-            return _bomb(error, limits)
+            return _bomb(error, limits, "an image inside")
         except MemoryError:
             raise
         except Exception as error:  # noqa: BLE001
@@ -245,11 +245,11 @@ def _too_many_pixels(image: Image.Image, limits: ImageLimits) -> Rejected | None
     return None
 
 
-def _bomb(error: Image.DecompressionBombError, limits: ImageLimits) -> Rejected:
-    """Pillow's guard refused the file or an image nested in it."""
+def _bomb(error: Image.DecompressionBombError, limits: ImageLimits, which: str) -> Rejected:
+    """Pillow's guard refused the file's image or an image nested in it."""
     return Rejected(
         Reason.TOO_MANY_PIXELS,
-        f"an image inside has more pixels than max_pixels {limits.max_pixels} ({error})",
+        f"{which} has more pixels than max_pixels {limits.max_pixels} ({error})",
     )
 
 

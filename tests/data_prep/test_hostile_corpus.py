@@ -116,12 +116,12 @@ def test_what_the_decoders_printed_is_in_the_report_not_on_the_console(corpus):
             assert line not in made["console"]
 
 
-def _run_capturing_fd2(config, outputs) -> tuple[dict, str]:
+def _run_capturing_fd2(config, outputs, beam_args) -> tuple[dict, str]:
     with tempfile.TemporaryFile() as console:
         saved = os.dup(2)
         os.dup2(console.fileno(), 2)
         try:
-            report = run_ingest(config, outputs, IN_PROCESS)
+            report = run_ingest(config, outputs, beam_args)
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -129,7 +129,14 @@ def _run_capturing_fd2(config, outputs) -> tuple[dict, str]:
         return report, console.read().decode(errors="replace")
 
 
-def test_a_decoder_that_crashes_hangs_or_over_allocates_costs_exactly_its_file(tmp_path):
+# Beam's portable runner with its embedded job service; LOOPBACK runs the SDK workers here.
+PORTABLE = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
+
+
+@pytest.mark.parametrize("beam_args", [IN_PROCESS, PORTABLE], ids=["direct", "portable"])
+def test_a_decoder_that_crashes_hangs_or_over_allocates_costs_exactly_its_file(
+    tmp_path, beam_args
+):
     for class_index, label in enumerate(("alpha", "beta")):
         for i in range(6):
             path = tmp_path / "in" / label / f"{i}.jpg"
@@ -148,7 +155,8 @@ def test_a_decoder_that_crashes_hangs_or_over_allocates_costs_exactly_its_file(t
         (tmp_path / "in" / relative).write_bytes(misbehaving(how))
     limits = ImageLimits(decoder_memory_bytes=256 * 1024 * 1024, decode_timeout_s=2)
     config = IngestConfig(str(tmp_path / "in"), max_reject_fraction=1.0, limits=limits)
-    report, console = _run_capturing_fd2(config, IngestOutputs.under(str(tmp_path / "out")))
+    outputs = IngestOutputs.under(str(tmp_path / "out"))
+    report, console = _run_capturing_fd2(config, outputs, beam_args)
     assert report["status"] == "ok"
     assert report["totals"]["accepted"] == 12
     rejected = {r["path"]: r for r in report["rejected"]}
