@@ -134,9 +134,7 @@ PORTABLE = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_ty
 
 
 @pytest.mark.parametrize("beam_args", [IN_PROCESS, PORTABLE], ids=["direct", "portable"])
-def test_a_decoder_that_crashes_hangs_or_over_allocates_costs_exactly_its_file(
-    tmp_path, beam_args
-):
+def test_a_decoder_that_crashes_hangs_or_over_allocates_costs_exactly_its_file(tmp_path, beam_args):
     for class_index, label in enumerate(("alpha", "beta")):
         for i in range(6):
             path = tmp_path / "in" / label / f"{i}.jpg"
