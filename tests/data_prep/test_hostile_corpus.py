@@ -30,16 +30,7 @@ def corpus(tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     outputs = IngestOutputs.under(str(out))
     config = IngestConfig(str(root), eval_fraction=0.5, max_reject_fraction=1.0)
-    with tempfile.TemporaryFile() as console:  # what reaches file descriptor 2 during the job
-        saved = os.dup(2)
-        os.dup2(console.fileno(), 2)
-        try:
-            report = run_ingest(config, outputs, IN_PROCESS)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        console.seek(0)
-        made["console"] = console.read().decode(errors="replace")
+    report, made["console"] = _run_capturing_fd2(config, outputs, IN_PROCESS)
     return root, made, outputs, report
 
 
@@ -117,6 +108,7 @@ def test_what_the_decoders_printed_is_in_the_report_not_on_the_console(corpus):
 
 
 def _run_capturing_fd2(config, outputs, beam_args) -> tuple[dict, str]:
+    """The ingest's report, and what reached file descriptor 2 during the job."""
     with tempfile.TemporaryFile() as console:
         saved = os.dup(2)
         os.dup2(console.fileno(), 2)

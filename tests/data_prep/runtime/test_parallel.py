@@ -11,6 +11,7 @@ import time
 import pytest
 
 from data_prep.runtime import parallel
+from tests.data_prep.runtime.processes import alive
 
 WORKERS = 2
 
@@ -130,17 +131,9 @@ def test_children_end_once_their_parent_ends_without_stopping_them():
         children = [int(p) for p in pipe.read().split(",")]
     os.waitpid(pid, 0)
     deadline = time.monotonic() + 10
-    while any(_alive(child) for child in children) and time.monotonic() < deadline:
+    while any(alive(child) for child in children) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(child) for child in children)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    assert not any(alive(child) for child in children)
 
 
 def test_a_process_with_a_pool_exits_normally():

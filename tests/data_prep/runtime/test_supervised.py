@@ -12,6 +12,7 @@ import pytest
 
 from data_prep.runtime import supervised
 from data_prep.runtime.supervised import Bounds, Failure, SupervisedWorker
+from tests.data_prep.runtime.processes import alive
 
 BOUNDS = Bounds(memory_bytes=256 * 1024 * 1024, timeout_s=1.0)
 
@@ -109,14 +110,6 @@ def test_a_hung_child_whose_parent_died_ends_at_its_alarm():
         child_pid = int(pipe.read())
     os.waitpid(pid, 0)
     deadline = time.monotonic() + 10
-    while _alive(child_pid) and time.monotonic() < deadline:
+    while alive(child_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(child_pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    assert not alive(child_pid)
