@@ -29,6 +29,8 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from components.trainer.model import exempt_tf_keras_from_autograph
+
 
 class TrainingEngine:
     """Owns the step functions, the training metrics and the input-wait counter of one model."""
@@ -43,7 +45,10 @@ class TrainingEngine:
         graph: bool = True,
     ):
         """Create it inside `strategy.scope()`. `graph=False` runs the same step eagerly (for
-        benchmarks and debugging); `optimizer` is a LossScaleOptimizer under mixed_float16."""
+        benchmarks and debugging); `optimizer` is a LossScaleOptimizer under mixed_float16.
+        Exempts tf_keras from AutoGraph, as build_model does, so a model built elsewhere does not
+        have Keras' internals rewritten on its first trace."""
+        exempt_tf_keras_from_autograph()
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy
@@ -118,13 +123,6 @@ class TrainingEngine:
 
     def _replica_step(self, images, labels):
         gradients, per_example_loss, probabilities = self._gradients(images, labels)
-        return self._apply(gradients, per_example_loss, probabilities, labels)
-
-    # AutoGraph's default rules exempt the 'keras' package but not tf_keras, the same code under
-    # another name: without this, every trace would rewrite Keras' internals.
-    @tf.autograph.experimental.do_not_convert
-    def _apply(self, gradients, per_example_loss, probabilities, labels):
-        """The optimizer step and the metrics, from one replica's gradients; its loss."""
         self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables, strict=True))
         self.loss.update_state(per_example_loss)
         self.accuracy.update_state(_class_ids(labels), probabilities)
@@ -182,7 +180,6 @@ class TrainingEngine:
             return self._soft_loss(labels, probabilities)
         return self._sparse_loss(labels, probabilities)
 
-    @tf.autograph.experimental.do_not_convert  # Keras' internals, as _apply
     def _gradients_of(self, images, labels, global_micro_batch: int):
         """Gradients of the micro-batch's share of the global mean loss (loss-scaled under
         mixed_float16, where small float16 gradients would otherwise underflow to zero)."""

@@ -46,8 +46,7 @@ def export_model(
             encoded,
             fn_output_signature=image_spec,
         )
-        # Keras' internals need no AutoGraph (its rules exempt 'keras', not tf_keras).
-        probabilities = tf.autograph.experimental.do_not_convert(model)(images, training=False)
+        probabilities = model(images, training=False)
         class_ids = tf.argmax(probabilities, axis=-1)
         return {
             "class_ids": class_ids,

@@ -63,6 +63,19 @@ def test_one_trace_for_calls_of_any_length():
     assert all(np.isfinite(losses))
 
 
+def test_an_engine_exempts_tf_keras_from_autograph_for_models_built_elsewhere(monkeypatch):
+    from tensorflow.python.autograph.core import config as autograph_config
+
+    without_tf_keras = tuple(
+        r for r in autograph_config.CONVERSION_RULES if not r.matches("tf_keras")
+    )
+    monkeypatch.setattr(autograph_config, "CONVERSION_RULES", without_tf_keras)
+    _engine()
+
+    exempt = [r for r in autograph_config.CONVERSION_RULES if r.matches("tf_keras")]
+    assert len(exempt) == 1 and isinstance(exempt[0], autograph_config.DoNotConvert)
+
+
 def test_accumulated_micro_batches_equal_one_big_batch():
     """4 micro-batches of 2 per optimizer step against one batch of 8: the same update."""
     big, strategy = _engine(accumulation=1)
