@@ -72,6 +72,9 @@ class PipelineConfig:
         default).
       min_accuracy: the Evaluator blesses (and the Pusher pushes) only a model whose eval
         accuracy reaches this and does not fall below the last blessed model's.
+      int8_max_accuracy_gap_points: the int8 TFLite model is refused (not written, not placed
+        beside the pushed model; the summary says why) when its eval accuracy falls more than
+        this many percentage points below the SavedModel's. The float models are kept.
       name: pipeline name; ML Metadata groups runs under it.
       pipeline_root: where TFX writes every artifact.
       metadata_path: the SQLite ML Metadata store of local runs.
@@ -91,6 +94,7 @@ class PipelineConfig:
     gate: GateConfig = GateConfig()
     tuning: TuningConfig = TuningConfig()
     min_accuracy: float = 0.9
+    int8_max_accuracy_gap_points: float = 1.0
     name: str = "imgpipe"
     pipeline_root: str = "build/tfx"
     metadata_path: str = metadata_path_under("build")
@@ -104,6 +108,11 @@ class PipelineConfig:
             raise ConfigError("name", f"{self.name!r} must match {_NAME.pattern}")
         if not 0.0 <= self.min_accuracy <= 1.0:
             raise ConfigError("min_accuracy", f"{self.min_accuracy} is not between 0 and 1")
+        if not 0.0 <= self.int8_max_accuracy_gap_points <= 100.0:
+            raise ConfigError(
+                "int8_max_accuracy_gap_points",
+                f"{self.int8_max_accuracy_gap_points} is not between 0 and 100",
+            )
         for field in ("pipeline_root", "metadata_path", "serving_dir"):
             if not getattr(self, field):
                 raise ConfigError(field, "is empty")
@@ -136,6 +145,27 @@ def with_absolute_paths(config: PipelineConfig) -> PipelineConfig:
         pipeline_root=absolute(config.pipeline_root),
         metadata_path=absolute(config.metadata_path),
         serving_dir=absolute(config.serving_dir),
+    )
+
+
+def check_data_fits(config: PipelineConfig, files: int) -> None:
+    """Raises ConfigError (before any work) when the input's share of training examples cannot
+    fill one training step on one replica, naming a batch that fits; the Trainer would fail
+    otherwise, minutes later. `files` is the input's file count, so the estimate is an upper
+    bound: rejected and ignored files make fewer examples still."""
+    share = 1.0 - config.ingest.eval_fraction - config.ingest.test_fraction
+    train = int(files * share)
+    trainer = config.trainer
+    step = trainer.batch_size * trainer.gradient_accumulation_steps
+    if train >= step:
+        return
+    fitting = 1 << max(0, (train // trainer.gradient_accumulation_steps).bit_length() - 1)
+    batch = "one batch" if trainer.gradient_accumulation_steps == 1 else "one accumulated step"
+    raise ConfigError(
+        "trainer.batch_size",
+        f"{files} labelled images in {config.ingest.input} give about {train} training examples "
+        f"({share:.0%}), fewer than {batch} of {step}; use a smaller batch "
+        f"(--set trainer.batch_size={fitting}) or add images",
     )
 
 

@@ -107,6 +107,8 @@ def format_runs(runs: list[PipelineRun]) -> str:
         out.append(
             "    " + "; ".join(f"{state}: {', '.join(nodes)}" for state, nodes in by_state.items())
         )
+        if run.eval_warning:
+            out.append(f"    caution: {run.eval_warning}")
     return "\n".join(out)
 
 
@@ -116,7 +118,7 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     min_accuracy: the accuracy floor the run was held to, shown beside the accuracy."""
     from data_prep.plan import left_out_message
 
-    lines = [f"run {run.run_id} of pipeline {run.pipeline}: {run.status}"]
+    lines = [f"run {run.run_id} of pipeline {run.pipeline}: {run.status_words}"]
     if run.span is not None:
         news = "new data, ingested now" if run.new_data else "unchanged input, from the cache"
         counts = ", ".join(f"{count} {name}" for name, count in run.ingest_counts.items())
@@ -125,6 +127,8 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     if run.eval_accuracy is not None:
         floor = "" if min_accuracy is None else f" (threshold {min_accuracy})"
         lines.append(f"eval accuracy: {run.eval_accuracy:.4f}{floor}")
+    if run.eval_warning:
+        lines.append(f"caution: {run.eval_warning}")
     if run.blessed is not None:
         lines.append(f"blessed: {_yes_no(run.blessed)}")
     lines.append(f"pushed: {run.pushed_to or 'no'}")
@@ -178,15 +182,30 @@ def _model_report_lines(run: PipelineRun) -> list[str]:
             f"confusion_matrix.png and misclassified.csv in {evaluation['uri']}"
         )
     if run.tflite is not None:
-        gaps = ", ".join(
-            f"{name.split('_')[0]} {value:+.2f}"
-            for name, value in sorted(run.tflite.items())
-            if name.endswith("_gap_points")
-        )
-        gaps = gaps or "no model converted (the model card says why)"
-        lines.append(f"TFLite accuracy, points below the SavedModel on the eval split: {gaps}")
+        lines += _tflite_lines(run.tflite)
     if run.model_card is not None:
         lines.append(f"model card: {run.model_card}")
+    return lines
+
+
+def _tflite_lines(tflite: dict) -> list[str]:
+    """Each TFLite model's points below the SavedModel on the eval split, size and single-image
+    latency (p50), and why an int8 model was refused."""
+    found = []
+    for key, gap in sorted(tflite.items()):
+        if not key.endswith("_accuracy_gap_points"):
+            continue
+        name = key.removesuffix("_accuracy_gap_points")
+        figures = [f"{gap:+.2f} points"]
+        if f"{name}_bytes" in tflite:
+            figures.append(f"{tflite[f'{name}_bytes'] / 2**20:.2f} MiB")
+        if f"{name}_latency_p50_ms" in tflite:
+            figures.append(f"p50 {tflite[f'{name}_latency_p50_ms']:.2f} ms")
+        found.append(f"{name} {', '.join(figures)}")
+    models = "; ".join(found) or "no model converted (the model card says why)"
+    lines = [f"TFLite against the SavedModel (accuracy gap, size, one-image latency): {models}"]
+    if tflite.get("int8_refused"):
+        lines.append(f"TFLite int8 refused: {tflite['int8_refused']}")
     return lines
 
 
