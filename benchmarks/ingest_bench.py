@@ -103,11 +103,8 @@ def _loop_over(sources, labels, input_dir: str, output_dir: str, part: tuple[int
 
 def ingest_beam(input_dir: str, output_dir: str) -> int:
     """What `imgpipe prep` runs, imports included."""
-    from data_prep.gc_freeze import imports_frozen
+    from data_prep.ingest import IngestOutputs, run_ingest
     from data_prep.ingest_config import IngestConfig
-
-    with imports_frozen():
-        from data_prep.ingest import IngestOutputs, run_ingest
 
     report = run_ingest(IngestConfig(input=input_dir), IngestOutputs.under(output_dir))
     return report["totals"]["accepted"]

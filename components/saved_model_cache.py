@@ -1,10 +1,10 @@
 """The trained SavedModel, loaded once per process for the Evaluator (TFMA, through
-module_files/evaluator.py), EvaluationReportGen and ServingCheck.
+module_files/evaluator.py) and EvaluationReportGen, and by the serving check's own process.
 
-All three load the trained model with TensorFlow alone, and in a local run all three run in one
-process; each load rebuilds the model's functions, so one load serves all three. The load is
-the one the serving check vouches for (tf.saved_model.load, no Keras), and its duration is kept
-for the serving check's report.
+They load the trained model with TensorFlow alone, and in a local run the first two run in one
+process; each load rebuilds the model's functions, so one load serves both. The load is the one
+the serving check vouches for in a fresh process (tf.saved_model.load, no Keras), and its
+duration is kept for the serving check's report.
 A Model artifact's files never change, so the path names the model; the last two are kept:
 the Evaluator scores the candidate and its baseline, and the other two then score the
 candidate. TFLiteExport rebuilds the Keras model from its recorded architecture and variables

@@ -3,9 +3,8 @@
 Its output is a standard InfraBlessing (custom property `blessed`, as TFX's InfraValidator
 writes), so the standard Pusher enforces it beside the Evaluator's blessing: a model that loads
 and scores well in the training process but would fail to load, answer or sum to 1 elsewhere is
-never pushed. The check (serving_probe.py) runs in this process: what a fresh process would
-catch (custom ops, Python callbacks, classes only this process registered) it finds in the
-SavedModel's graph instead, for the seconds a second TensorFlow import costs.
+never pushed. The check loads the model in a fresh Python process (serving_verification.py), as
+a model server would; its report records that process's pid.
 """
 
 import json
@@ -16,7 +15,7 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 from tfx.utils import path_utils
 
-from components.serving_probe import probe
+from components.serving_verification import verify_serving
 
 REPORT_FILE = "serving_check.json"
 BLESSED_FILE, NOT_BLESSED_FILE = "INFRA_BLESSED", "INFRA_NOT_BLESSED"  # InfraValidator's names
@@ -27,15 +26,17 @@ def ServingCheck(  # noqa: N802  TFX component names are classes
     model: InputArtifact[standard_artifacts.Model],
     blessing: OutputArtifact[standard_artifacts.InfraBlessing],
     latency_requests: Parameter[int] = 200,
+    timeout_s: Parameter[int] = 600,
 ) -> None:
-    """Checks the exported model's graph for anything stock TensorFlow lacks, loads it, replays
-    its warmup requests, checks the answers, measures load time and p50/p99 single-image
-    latency; blesses or refuses.
+    """In a fresh process: checks the exported model's graph for anything stock TensorFlow
+    lacks, loads it, replays its warmup requests, checks the answers, measures load time and
+    p50/p99 single-image latency; blesses or refuses.
 
     Args:
       latency_requests: one-image requests timed for the latency percentiles.
+      timeout_s: a serving process that has not answered by then is killed, the model refused.
     """
-    report = probe(path_utils.serving_model_path(model.uri), latency_requests)
+    report = verify_serving(path_utils.serving_model_path(model.uri), latency_requests, timeout_s)
     blessed = not report["problems"]
     report["blessed"] = blessed
     with FileSystems.create(FileSystems.join(blessing.uri, REPORT_FILE)) as handle:

@@ -1,17 +1,18 @@
-"""Checks that an exported model serves correctly from stock TensorFlow, in the calling process.
+"""Checks that an exported model serves correctly from stock TensorFlow; run by the serving check
+in a fresh process of its own (serving_verification.py), so nothing the training process
+imported can hide a model that only works there.
 
-Two parts, so that nothing the training process imported can hide a model that only works there:
+Two parts:
   stock_tensorflow_problems: every op in the SavedModel's graph and function library is one
     TensorFlow itself defines (an entry of tf.raw_ops: a custom op library loaded at run time
     registers its ops in the process, not there) and none calls back into the Python process
     that saved it (tf.py_function, tf.numpy_function: their callbacks die with that process);
-    no object needs a Python class registered outside TensorFlow to be rebuilt. This is what a
-    fresh process used to find out by failing, without its cost (importing TensorFlow again,
-    seconds per run).
-  probe: loads the model with tf.saved_model.load only (no Keras, no TFX; the load the
-    post-training components share, saved_model_cache.py), replays the warmup requests in
-    assets.extra, checks every answer's outputs (names, dtypes, shapes, probabilities summing
-    to 1, class names matching class ids), and measures load time and single-image latency.
+    no object needs a Python class registered outside TensorFlow to be rebuilt. It names the
+    cause of what would otherwise fail with a less telling error.
+  probe: loads the model with tf.saved_model.load only (no Keras, no TFX), replays the warmup
+    requests in assets.extra, checks every answer's outputs (names, dtypes, shapes,
+    probabilities summing to 1, class names matching class ids), and measures load time and
+    single-image latency.
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """Checks one file's bytes and brings the image to the one form training can decode with tf.io.
 
 Every outcome is explicit: an `Accepted` image (8-bit RGB JPEG or PNG, upright) or a `Rejected`
-one with a reason, whatever the bytes make Pillow or its C libraries do. Every format Pillow can
-open is tried, identified from the bytes, never from the file name. The original bytes are kept
-whenever they already satisfy the contract, so a JPEG is never compressed twice.
+one with a reason, whatever the bytes make Pillow or its C libraries do. The limits come in
+layers: the configured ones on the header, Pillow's own bomb guard set to the same pixel limit
+(it also sees the images nested in ICNS, ICO, TIFF and other containers), and `validate_bounded`,
+which decodes in a supervised child bounded in memory and time
+(data_prep/runtime/supervised.py). Every format Pillow can open is tried, identified from the
+bytes, never from the file name. The original bytes are kept whenever they already satisfy the
+contract, so a JPEG is never compressed twice.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import warnings
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from data_prep.runtime import supervised
 from data_prep.runtime.native_stderr import capture_native_stderr
 
 _JPEG_FAMILY = ("JPEG", "MPO")
@@ -42,6 +47,9 @@ class Reason:
     CONFLICTING_LABEL = "conflicting_label"
     CHANGED_DURING_INGEST = "changed_during_ingest"
     DECODE_FAILED = "decode_failed"  # Pillow raised something unforeseen on these bytes
+    DECODER_MEMORY = supervised.DECODER_MEMORY  # over limits.decoder_memory_bytes
+    DECODE_TIMEOUT = supervised.DECODE_TIMEOUT  # over limits.decode_timeout_s
+    DECODER_CRASHED = supervised.DECODER_CRASHED  # the decoder's process died (the signal says how)
     BROKEN_LINK = "broken_link"
     SYMLINK_LOOP = "symlink_loop"
 
@@ -52,15 +60,22 @@ class ImageLimits:
 
     Attributes:
       max_file_bytes: files larger than this are refused without being decoded.
-      max_pixels: decompression-bomb guard, checked on the header's width x height.
+      max_pixels: decompression-bomb guard, checked on the header's width x height, and by
+        Pillow's own guard on every image nested inside a file.
       max_side: when set, larger images are downscaled so their longer side equals it.
       jpeg_quality: quality used when a JPEG source has to be re-encoded.
+      decoder_memory_bytes: memory (address space) one file's decode may take; a file that needs
+        more is rejected as decoder_memory.
+      decode_timeout_s: seconds one file's decode may take; a slower file is rejected as
+        decode_timeout.
     """
 
     max_file_bytes: int = 64 * 1024 * 1024
     max_pixels: int = 64_000_000
     max_side: int | None = None
     jpeg_quality: int = 95
+    decoder_memory_bytes: int = 1024 * 1024 * 1024
+    decode_timeout_s: float = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,12 +118,12 @@ def signature_format(data: bytes) -> str | None:
     return None
 
 
-def _open(data: bytes) -> Image.Image:
-    """Opens lazily (header only), trying every format Pillow knows. Pillow's own
-    decompression-bomb guard is off: validate_image checks the configured max_pixels on the
-    header's size before any pixel is decoded."""
+def _open(data: bytes, max_pixels: int) -> Image.Image:
+    """Opens lazily (header only), trying every format Pillow knows, with Pillow's own
+    decompression-bomb guard refusing more than max_pixels (it raises above twice its setting)
+    in this image and in any image nested in it."""
     Image.init()  # registers every plugin once
-    Image.MAX_IMAGE_PIXELS = None
+    Image.MAX_IMAGE_PIXELS = (max_pixels + 1) // 2
     return Image.open(io.BytesIO(data), formats=_format_order(len(Image.ID)))
 
 
@@ -128,23 +143,46 @@ def _ignore_pillow_warnings() -> None:
 
 
 def identify_format(data: bytes) -> str | None:
-    """Returns the image format named by the bytes' header, or None if they are not an image."""
+    """Returns the image format named by the bytes' header, or None if they are not an image
+    (an image too large for the default pixel limit names its signature's format, or "image")."""
     _ignore_pillow_warnings()
     with capture_native_stderr():
         try:
-            with _open(data) as image:
+            with _open(data, ImageLimits.max_pixels) as image:
                 return image.format
+        except Image.DecompressionBombError:
+            return signature_format(data) or "image"
         except Exception:  # noqa: BLE001  Pillow raises many types for non-images
             return None
 
 
+def validate_bounded(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
+    """validate_image in this thread's supervised child, bounded by limits.decoder_memory_bytes
+    and limits.decode_timeout_s; a decode that overruns them, or kills its process, rejects
+    this file with the reason (decoder_memory, decode_timeout, decoder_crashed) and the next
+    file gets a new child. Never raises."""
+    bounds = supervised.Bounds(limits.decoder_memory_bytes, limits.decode_timeout_s)
+    result = supervised.call_bounded(_validate_in_child, (data, limits), bounds)
+    if isinstance(result, supervised.Failure):
+        return Rejected(result.reason, result.detail)
+    return result
+
+
+def _validate_in_child(item: tuple[bytes, ImageLimits]) -> Accepted | Rejected:
+    data, limits = item
+    return validate_image(data, limits)
+
+
 def validate_image(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
-    """Validates and normalizes one image file's bytes; never raises. What C libraries print
+    """Validates and normalizes one image file's bytes; raises only MemoryError (a decode this
+    process cannot hold: validate_bounded turns it into a rejection). What C libraries print
     meanwhile is kept off the console and, for a rejected file, added to its detail."""
     _ignore_pillow_warnings()
     with capture_native_stderr() as native:
         try:
             result = _validate(data, limits)
+        except MemoryError:
+            raise
         except Exception as error:  # noqa: BLE001  one file's bytes must never stop the job
             result = Rejected(Reason.DECODE_FAILED, f"{type(error).__name__}: {error}")
     if isinstance(result, Rejected) and native and native[0].strip():
@@ -162,7 +200,11 @@ def _validate(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
             f"more than max_file_bytes {limits.max_file_bytes} bytes",
         )
     try:
-        image = _open(data)
+        image = _open(data, limits.max_pixels)
+    except Image.DecompressionBombError as error:
+        return _bomb(error, limits, "the image")
+    except MemoryError:
+        raise
     except UnidentifiedImageError:
         named = signature_format(data)
         if named in Image.OPEN:  # a format Pillow reads, whose header it could not parse
@@ -182,6 +224,10 @@ def _validate(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
             return too_many
         try:
             image.load()
+        except Image.DecompressionBombError as error:  # an image nested in this one
+            return _bomb(error, limits, "an image inside")
+        except MemoryError:
+            raise
         except Exception as error:  # noqa: BLE001
             reason = Reason.TRUNCATED if "truncat" in str(error).lower() else Reason.CORRUPT
             return Rejected(reason, f"{image.format} decode failed: {error}")
@@ -197,6 +243,14 @@ def _too_many_pixels(image: Image.Image, limits: ImageLimits) -> Rejected | None
             f"{width}x{height} = {width * height} pixels > max_pixels {limits.max_pixels}",
         )
     return None
+
+
+def _bomb(error: Image.DecompressionBombError, limits: ImageLimits, which: str) -> Rejected:
+    """Pillow's guard refused the file's image or an image nested in it."""
+    return Rejected(
+        Reason.TOO_MANY_PIXELS,
+        f"{which} has more pixels than max_pixels {limits.max_pixels} ({error})",
+    )
 
 
 def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted | Rejected:

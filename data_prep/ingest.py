@@ -26,8 +26,6 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindows
 
-from data_prep import beam_construction_memo
-from data_prep.gc_freeze import existing_objects_frozen
 from data_prep.ingest_config import IngestConfig
 from data_prep.ingest_outputs import IngestOutputs
 from data_prep.inspection import inspect_sources
@@ -71,19 +69,21 @@ def _inspect_packed(bundle: _Packed, limits) -> _Packed:
 
 
 class _InspectBundle(beam.DoFn):
-    """Inspects each bundle on the worker's pool of processes (data_prep/runtime/parallel.py) and
-    outputs its outcomes. The pool goes on with the next bundles meanwhile (one window across
-    the elements), so no core waits while Beam codes an output or hands in the next element.
-    Reports its worker's progress after the first bundle and then every few seconds, so a long
-    ingest is visibly moving without flooding the console."""
+    """Inspects each bundle on the worker's pool of `workers` processes (none: in the DoFn's
+    thread; data_prep/runtime/parallel.py) and outputs its outcomes. The pool goes on with the
+    next bundles meanwhile (one window across the elements), so no core waits while Beam codes
+    an output or hands in the next element. Reports its worker's progress after the first
+    bundle and then every few seconds, so a long ingest is visibly moving without flooding the
+    console."""
 
-    def __init__(self, limits, total_files: int):
+    def __init__(self, limits, total_files: int, workers: int):
         self._limits = limits
         self._total = total_files
+        self._workers = workers
         self._run = uuid.uuid4().hex  # made once, when the pipeline is built: this ingest run
 
     def start_bundle(self):
-        self._window = OrderedWindow(per_worker=2)
+        self._window = OrderedWindow(self._workers, per_worker=2)
         self._began = collections.deque()  # time.monotonic() each bundle in flight was handed in
 
     def process(self, bundle: _Packed):
@@ -144,15 +144,12 @@ class _PlanOutcomes(beam.CombineFn):
         return [packed for accumulator in accumulators for packed in accumulator]
 
     def extract_output(self, accumulator: list) -> _Plan:
-        # Planning makes some 100,000 objects for 20,000 files, enough for full collections of
-        # the whole process (data_prep/gc_freeze.py).
-        with existing_objects_frozen():
-            outcomes = [outcome for packed in accumulator for outcome in packed.unpack()]
-            plan = build_plan(outcomes, self._config, self._reference_label_map)
-            return _Plan(
-                dataclasses.replace(plan, shards=()),
-                tuple(_Packed.of((shard,)) for shard in plan.shards),
-            )
+        outcomes = [outcome for packed in accumulator for outcome in packed.unpack()]
+        plan = build_plan(outcomes, self._config, self._reference_label_map)
+        return _Plan(
+            dataclasses.replace(plan, shards=()),
+            tuple(_Packed.of((shard,)) for shard in plan.shards),
+        )
 
     def get_accumulator_coder(self):
         return beam.coders.PickleCoder()  # one pickle of packed values (see _Packed)
@@ -184,11 +181,12 @@ class _WriteShards(beam.DoFn):
     child in flight, so a child that finished a small shard starts the next one while the
     oldest, a larger one, is still being written."""
 
-    def __init__(self, config: IngestConfig, outputs: IngestOutputs):
+    def __init__(self, config: IngestConfig, outputs: IngestOutputs, workers: int):
         self._limits, self._examples_dir = config.limits, outputs.examples_dir
+        self._workers = workers
 
     def start_bundle(self):
-        self._writing = OrderedWindow(per_worker=2)
+        self._writing = OrderedWindow(self._workers, per_worker=2)
 
     def process(self, shard: _Packed, summary: IngestPlan):
         label_names = {label_id: name for name, label_id in summary.label_map.items()}
@@ -266,6 +264,7 @@ class IngestImages(beam.PTransform):
 
     def expand(self, pbegin):
         size = self._config.files_per_bundle
+        workers = running_mode.pool_workers(pbegin.pipeline.options)
         bundles = [
             _Packed.of(tuple(self._sources[i : i + size]))
             for i in range(0, len(self._sources), size)
@@ -273,7 +272,8 @@ class IngestImages(beam.PTransform):
         plan = (
             pbegin
             | "Bundles" >> beam.Create(bundles)  # spreads them over the workers (a reshuffle)
-            | "Inspect" >> beam.ParDo(_InspectBundle(self._config.limits, len(self._sources)))
+            | "Inspect"
+            >> beam.ParDo(_InspectBundle(self._config.limits, len(self._sources), workers))
             # Without a default: there is always a bundle (list_sources refuses an empty input).
             | "Plan"
             >> beam.CombineGlobally(
@@ -286,7 +286,8 @@ class IngestImages(beam.PTransform):
             plan
             | "Shards" >> beam.FlatMap(_shards_to_write)
             | "SpreadShards" >> beam.Reshuffle()
-            | "WriteShards" >> beam.ParDo(_WriteShards(self._config, self._outputs), summary)
+            | "WriteShards"
+            >> beam.ParDo(_WriteShards(self._config, self._outputs, workers), summary)
             | "ShardResults" >> beam.combiners.ToList()
             | "Report" >> beam.Map(_finish, summary, self._outputs)
         )
@@ -340,7 +341,7 @@ def run_ingest(
     args = running_mode.with_local_pickler(args)
     options = PipelineOptions(list(args))
     started = time.monotonic()
-    with beam_construction_memo.memoized(), beam.Pipeline(options=options) as pipeline:
+    with beam.Pipeline(options=options) as pipeline:
         _ = pipeline | "IngestImages" >> IngestImages(sources, config, outputs)
     elapsed = time.monotonic() - started
     LOGGER.info(

@@ -7,6 +7,9 @@ import json
 
 from data_prep.image_validation import ImageLimits
 
+# Below this, decoding an ordinary photo fails too.
+_MIN_DECODER_MEMORY = 64 * 1024 * 1024
+
 
 class ConfigError(ValueError):
     """A setting is invalid; the message starts with the field's name."""
@@ -71,6 +74,13 @@ class IngestConfig:
             raise ConfigError("limits.max_side", f"{limits.max_side} is below 16 pixels")
         if not 1 <= limits.jpeg_quality <= 100:
             raise ConfigError("limits.jpeg_quality", f"{limits.jpeg_quality} is not in 1..100")
+        if limits.decoder_memory_bytes < _MIN_DECODER_MEMORY:
+            raise ConfigError(
+                "limits.decoder_memory_bytes",
+                f"{limits.decoder_memory_bytes} is below {_MIN_DECODER_MEMORY} (64 MiB)",
+            )
+        if not limits.decode_timeout_s > 0:
+            raise ConfigError("limits.decode_timeout_s", f"{limits.decode_timeout_s} is not > 0")
         return self
 
     def to_json(self) -> str:

@@ -19,7 +19,7 @@ from data_prep.image_validation import (
     ImageLimits,
     Reason,
     identify_format,
-    validate_image,
+    validate_bounded,
 )
 from data_prep.runtime.native_stderr import capture_native_stderr
 from data_prep.sources import SourceFile
@@ -89,7 +89,7 @@ def examine_source(source: SourceFile, limits: ImageLimits) -> tuple[FileOutcome
         data = read_source(source, limits.max_file_bytes + 1)
     except Exception as error:  # noqa: BLE001  each filesystem raises its own type
         return FileOutcome(source, REJECTED, Reason.UNREADABLE, str(error)), None
-    result = validate_image(data, limits)
+    result = validate_bounded(data, limits)
     if isinstance(result, Accepted):
         outcome = FileOutcome(
             source,

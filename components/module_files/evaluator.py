@@ -1,5 +1,5 @@
 """The Evaluator's module code (TFX's module_path): TFMA gets the models it scores from
-saved_model_cache, the load EvaluationReportGen and ServingCheck share.
+saved_model_cache, the load EvaluationReportGen shares.
 
 TFMA's own loader calls tf.saved_model.load in its scoring DoFn's setup, the same load the
 post-training components make (the larger part of each of their fixed costs), so a

@@ -1,12 +1,14 @@
-"""Per-file work on every core a worker has, in forked processes of it.
+"""Per-file work on every core of the local DirectRunner's one process, in forked children of it.
 
 The ingest's per-file work holds the GIL for about half its time (Pillow parses each file's
 header in Python), so threads of one process cannot keep two cores busy. Forked children can,
 without what Beam's own worker processes cost: each of those imports Beam and
 receives every element through the runner's data channel, while a forked child starts with the
-parent's modules already imported. One pool per process, one child per core, shared by every
-Beam thread in it, so a runner that runs several bundles at once does not multiply them. Tasks
-are coarse (a bundle of files, a whole shard) so that a task's pickling is noise beside its work.
+parent's modules already imported. One pool per process, shared by every Beam thread in it, so a
+runner that runs several bundles at once does not multiply them. Tasks are coarse (a bundle of
+files, a whole shard) so that a task's pickling is noise beside its work. How many children a
+job may have is the runner's to say (data_prep/runtime/running_mode.py pool_workers): none on any
+runner but the local DirectRunner in one process, whose workers are the parallelism.
 """
 
 from __future__ import annotations
@@ -20,32 +22,21 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-
-from data_prep.gc_freeze import existing_objects_frozen
-from data_prep.runtime.cores import usable_cores
 
 _PARENT_CHECK_S = 0.5
 
 
 @functools.cache
-def _pool() -> ProcessPoolExecutor:
+def _pool(workers: int) -> ProcessPoolExecutor:
     pool = ProcessPoolExecutor(
-        usable_cores(),
+        workers,
         mp_context=multiprocessing.get_context("fork"),
         initializer=_start_child,
         initargs=(os.getpid(),),
     )
-    # Forked now (a pool that forks forks all its children at its first task), with the
-    # parent's objects frozen (data_prep/gc_freeze.py): 0.8 s less of an ingest of 20,000
-    # photos and 2 CPU s less of its children's time, side by side, three pairs.
-    with existing_objects_frozen():
-        pool.submit(int).result()
-    # Stopped by the atexit handlers, which `imgpipe` runs before it ends without the
-    # interpreter's teardown: the pool's own exit hook runs only in that teardown, and
-    # multiprocessing's atexit handler waits for every child, so it would wait forever. Registered
-    # after multiprocessing's, so it runs before it.
+    # Stopped before multiprocessing's own atexit handler, which waits for every child.
     atexit.register(pool.shutdown)
     return pool
 
@@ -53,9 +44,8 @@ def _pool() -> ProcessPoolExecutor:
 def _start_child(parent: int) -> None:
     """A child leaves interrupts to its parent (Ctrl-C reaches the whole process group; the
     parent's Python handlers were copied by the fork), and ends once its parent is gone: a
-    parent that is killed, or ends with os._exit before its atexit handlers, never tells its
-    pool to stop, and the pool's queues never close for the child, whose siblings hold their
-    ends too."""
+    parent that is killed never tells its pool to stop, and the pool's queues never close for
+    the child, whose siblings hold their ends too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
@@ -71,31 +61,46 @@ def _end_with(parent: int) -> None:
 os.register_at_fork(after_in_child=_pool.cache_clear)
 
 
-def _submit(function: Callable, args: tuple):
+def _submit(workers: int, function: Callable, args: tuple) -> Future:
     """Starts function(*args) on the pool; a pool broken by a child that died (killed, or a C
     library crashed it) failed the task that was running, and is replaced for the next one."""
     try:
-        return _pool().submit(function, *args)
+        return _pool(workers).submit(function, *args)
     except BrokenProcessPool:
         _pool.cache_clear()
-        return _pool().submit(function, *args)
+        return _pool(workers).submit(function, *args)
+
+
+def _run_here(function: Callable, args: tuple) -> Future:
+    """function(*args) in the calling thread, as a finished Future (its result or exception)."""
+    future = Future()
+    try:
+        future.set_result(function(*args))
+    except Exception as error:  # noqa: BLE001  raised again where its result is due
+        future.set_exception(error)
+    return future
 
 
 class OrderedWindow:
     """Tasks handed in one call at a time (a DoFn's bundles or shards, across its elements) run
-    on the process's pool, at most per_worker per child in flight, so memory holds a few tasks'
-    inputs, never a whole dataset's; their results come back in the order the tasks were
-    submitted. An exception is raised where its task's result would be. A task's function and
-    arguments are pickled to the child: a module-level function, picklable arguments."""
+    on the process's pool of `workers` children, at most per_worker per child in flight, so
+    memory holds a few tasks' inputs, never a whole dataset's; their results come back in the
+    order the tasks were submitted. An exception is raised where its task's result would be. A
+    task's function and arguments are pickled to the child: a module-level function, picklable
+    arguments. With no workers, each task runs in the calling thread as it is submitted."""
 
-    def __init__(self, per_worker: int):
-        self._size = per_worker * usable_cores()
+    def __init__(self, workers: int, per_worker: int):
+        self._workers = workers
+        self._size = max(1, per_worker * workers)
         self._pending = collections.deque()
 
     def submit(self, function: Callable, *args) -> list:
         """Starts function(*args); returns the results now due (oldest first), waiting for them
         only while the window is full."""
-        self._pending.append(_submit(function, args))
+        if self._workers:
+            self._pending.append(_submit(self._workers, function, args))
+        else:
+            self._pending.append(_run_here(function, args))
         due = []
         while len(self._pending) >= self._size:
             due.append(self._pending.popleft().result())

@@ -2,10 +2,15 @@
 up to a number of input files, one worker process per core above
 (pipeline/runners/beam_options.py); the
 ingest run alone (`imgpipe prep`, run_ingest) in this process at any size, its per-file work in
-forked children of it (data_prep/runtime/parallel.py); and with which pickler.
+forked children of it (data_prep/runtime/parallel.py); and with which pickler. On any other
+runner the runner's workers are the parallelism: no DoFn starts a pool of processes.
 """
 
 from __future__ import annotations
+
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+from data_prep.runtime.cores import usable_cores
 
 # The pipeline's Beam jobs, which share one set of Beam options: TF ops use every core in
 # process, and each worker process imports TensorFlow, so worker processes pay off only on large
@@ -56,3 +61,23 @@ def with_local_pickler(beam_args: tuple[str, ...]) -> tuple[str, ...]:
     if any(arg.split("=", 1)[0] == "--pickle_library" for arg in beam_args):
         return beam_args
     return (*beam_args, LOCAL_PICKLER)
+
+
+def is_direct_runner(runner) -> bool:
+    """Beam's local DirectRunner, named or not ('DirectRunner', 'direct', its class path, the
+    runner object)."""
+    if runner is None:
+        return True
+    name = runner if isinstance(runner, str) else type(runner).__name__
+    return name.rsplit(".", 1)[-1].lower() in ("direct", "directrunner", "switchingdirectrunner")
+
+
+def pool_workers(options: PipelineOptions) -> int:
+    """Forked children a DoFn's per-file work may use (data_prep/runtime/parallel.py): one per
+    core on the local DirectRunner running in one process (in_memory or multi_threading), none
+    on any other runner or running mode, whose workers are the parallelism."""
+    if not is_direct_runner(options.view_as(StandardOptions).runner):
+        return 0
+    if options.view_as(DirectOptions).direct_running_mode == "multi_processing":
+        return 0
+    return usable_cores()

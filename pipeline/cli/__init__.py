@@ -4,7 +4,6 @@ the parser and runs the chosen command; each command lives in the module named a
 from __future__ import annotations
 
 import argparse
-import atexit
 import logging
 import os
 import sys
@@ -31,8 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imgpipe", description="Image classification pipeline on TFX."
     )
+    # No -v: TFX's Beam executors re-parse sys.argv with absl, whose -v is its --verbosity.
     parser.add_argument(
-        "-v",
         "--verbose",
         action="store_true",
         help="show every log line live (a run's log file under BUILD_DIR/logs/ has them anyway)",
@@ -88,17 +87,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_and_exit() -> None:
-    """The `imgpipe` console script: main(), then the process ends without the interpreter's
-    teardown. Once a run has loaded TensorFlow, Beam and TFX, that teardown (freeing every module's
-    objects, the native libraries' static destructors) keeps the process alive for seconds after its
-    last line, doing nothing the user needs. The atexit handlers (logging's final flush among them)
-    and the flush of stdout and stderr still run first. An exception (a usage error's SystemExit,
-    Ctrl-C) leaves the normal way."""
-    code = main()
-    atexit._run_exitfuncs()  # noqa: SLF001 - what the interpreter's own exit would run first
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    """The `imgpipe` console script: main(), and its status as the process's exit status."""
+    sys.exit(main())
 
 
 def _quiet_libraries(keeps_a_run_log: bool) -> None:

@@ -8,7 +8,6 @@ import logging
 import re
 import sys
 
-from data_prep.gc_freeze import imports_frozen
 from data_prep.image_validation import ImageLimits
 from data_prep.ingest_config import ConfigError, IngestConfig
 from data_prep.runtime.terminal import terminal_safe
@@ -82,8 +81,7 @@ def add_prep(subparsers) -> None:
 
 
 def _run_prep(args, beam_args: list[str]) -> int:
-    with imports_frozen():
-        from data_prep.ingest import IngestOutputs, run_ingest
+    from data_prep.ingest import IngestOutputs, run_ingest
     from data_prep.plan import left_out_message
 
     failure = None

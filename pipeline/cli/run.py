@@ -8,7 +8,6 @@ import logging
 import os
 import sys
 
-from data_prep.gc_freeze import imports_frozen
 from data_prep.ingest_config import ConfigError
 from data_prep.runtime.terminal import terminal_safe
 from pipeline import console, exit_codes
@@ -81,7 +80,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
             with contextlib.ExitStack() as stack:
                 if args.runner == LOCAL_CLUSTER:
                     config = _on_local_cluster(stack, args, config, log_path, shown.say)
-                with options.embedded_data_drawn(args, settings, config), imports_frozen():
+                with options.embedded_data_drawn(args, settings, config):
                     from pipeline.runners.local import run_local
 
                 summary = run_local(

@@ -38,7 +38,7 @@ def resolve_beam_args(configured: tuple[str, ...], input_files: int) -> tuple[st
     running mode chosen by `input_files` and the pickler cloudpickle, unless `configured` names
     them, and TFX's repackaging off unless `configured` names the workers' dependencies."""
     options = PipelineOptions(list(configured)).get_all_options()
-    if not _is_direct(options.get("runner")):
+    if not running_mode.is_direct_runner(options.get("runner")):
         return configured
     resolved = running_mode.with_running_mode(
         configured, input_files, running_mode.IN_PROCESS_MAX_FILES
@@ -47,8 +47,3 @@ def resolve_beam_args(configured: tuple[str, ...], input_files: int) -> tuple[st
     if not any(options.get(name) for name in _DEPENDENCY_OPTIONS):
         resolved += (LOCAL_WORKERS_NEED_NOTHING,)
     return resolved
-
-
-def _is_direct(runner: str | None) -> bool:
-    """Beam's default runner, named or not ('DirectRunner', 'direct', or its class path)."""
-    return runner is None or runner.rsplit(".", 1)[-1].lower() in ("direct", "directrunner")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import logging
 import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from ml_metadata.metadata_store import metadata_store
 from tfx.dsl.compiler import constants
@@ -15,8 +13,6 @@ from tfx.orchestration import metadata
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
-from data_prep import beam_construction_memo
-from pipeline.beam_tfrecord_checksums import hardware_checksums
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.factory import create_pipeline
 from pipeline.gate.data_snapshot import take_snapshot
@@ -33,18 +29,6 @@ LOGGER = logging.getLogger(__name__)
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
     return metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(metadata_path))
-
-
-@contextlib.contextmanager
-def _argv_for_libraries() -> Iterator[None]:
-    """TFX's Beam executors re-parse sys.argv with absl, which reads our own flags (`-v`) as its
-    own (`--verbosity`); they see only the program name while the pipeline runs."""
-    saved = sys.argv
-    sys.argv = saved[:1]
-    try:
-        yield
-    finally:
-        sys.argv = saved
 
 
 def run_local(
@@ -96,12 +80,7 @@ def run_local(
         run_guard.begin_run(store, run_id, config.name, holder, config_file, overrides)
         state, reason, failure = run_guard.FAILED, None, None
         try:
-            with (
-                _argv_for_libraries(),
-                beam_construction_memo.memoized(),
-                hardware_checksums(),
-            ):
-                LocalDagRunner().run_with_ir(ir)
+            LocalDagRunner().run_with_ir(ir)
             state = run_guard.COMPLETE
         except KeyboardInterrupt:
             state = run_guard.INTERRUPTED

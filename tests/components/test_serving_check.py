@@ -1,7 +1,8 @@
 """The serving check: output checks catch each kind of wrong answer; the graph check finds what
-only the saving process has (a Python callback, a custom op); the component blesses a good export
-(with load time and latency measured) and refuses a broken one, and a model that answers in this
-process but not in a fresh one; and the Pusher pushes only with both its blessing and the
+only the saving process has (a Python callback, a custom op); the component loads the model in
+another process, blesses a good export (with load time and latency measured) and refuses a broken
+one, a model that answers in this process but not in a fresh one, and a serving process that
+does not answer in time; and the Pusher pushes only with both its blessing and the
 Evaluator's."""
 
 import json
@@ -20,6 +21,7 @@ from tfx.types import standard_artifacts
 from components.pusher import Executor as PusherExecutor
 from components.serving_check import BLESSED_FILE, NOT_BLESSED_FILE, REPORT_FILE, ServingCheck
 from components.serving_probe import check_outputs, stock_tensorflow_problems
+from components.serving_verification import verify_serving
 from components.trainer import export, serving_assets
 from components.trainer.model import build_model
 from components.trainer.trainer_config import runlocal
@@ -94,6 +96,7 @@ def test_a_good_export_is_blessed_with_measured_load_time_and_latency(model_arti
     with open(os.path.join(blessing.uri, REPORT_FILE)) as handle:
         report = json.load(handle)
     assert report["problems"] == [] and report["warmup_requests"] == 2
+    assert report["checked_by_pid"] == os.getpid() != report["loaded_in_pid"]
     assert len(report["warmup_request_ms"]) == 2
     assert report["signatures"] == [export.EXAMPLES_SIGNATURE, export.IMAGES_SIGNATURE]
     assert report["load_seconds"] > 0
@@ -150,8 +153,7 @@ def _through_python(images):
 @pytest.mark.slow
 def test_a_model_that_calls_back_into_this_process_is_refused_though_it_answers_here(tmp_path):
     """tf.py_function saves a token of a callback that lives in this process only: the model
-    answers here, and every request fails in a model server (the fresh-process probe this check
-    replaced refused it for that reason)."""
+    answers here, and every request fails in a model server, and in the check's fresh process."""
     config = runlocal()
     network = build_model(config, len(LABELS))
     inputs = keras.Input(network.input_shape[1:])
@@ -197,6 +199,13 @@ def test_an_op_tensorflow_does_not_define_is_named(model_artifact, tmp_path):
     assert stock_tensorflow_problems(str(copy)) == [
         "op ImgpipeCustomOp is not a TensorFlow op (a custom op library?)"
     ]
+
+
+@pytest.mark.slow
+def test_a_serving_process_that_does_not_answer_in_time_is_refused(model_artifact):
+    serving_dir = os.path.join(model_artifact.uri, "Format-Serving")
+    report = verify_serving(serving_dir, latency_requests=1, timeout_s=0.05)
+    assert report["problems"] == ["the serving process did not answer within 0.05 s"]
 
 
 @registration.register_serializable(package="imgpipe_test")

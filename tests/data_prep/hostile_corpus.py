@@ -76,6 +76,12 @@ def _png_bomb(side: int) -> bytes:
     )
 
 
+def _icns_holding(png: bytes) -> bytes:
+    """An Apple icon that declares 256x256, whose 256x256 slot holds `png` (of any size)."""
+    block = b"ic08" + struct.pack(">I", 8 + len(png)) + png
+    return b"icns" + struct.pack(">I", 8 + len(block)) + block
+
+
 def _psd(seed: int, height: int = 20, width: int = 28) -> bytes:
     """A minimal uncompressed RGB Photoshop file (Pillow reads PSD but cannot write it)."""
     planes = image_files.random_rgb(height, width, seed).transpose(2, 0, 1)
@@ -114,6 +120,7 @@ def _modes_and_transparency() -> dict[str, bytes]:
         "photoshop.psd": _psd(320),
         "lzw.tif": image_files.encode(rgb, "TIFF", compression="tiff_lzw"),  # decoded by libtiff
         "bomb.png": _png_bomb(100_000),
+        "icon_holding_a_bomb.icns": _icns_holding(_png_bomb(100_000)),
     }
 
 

@@ -13,6 +13,7 @@ from data_prep.image_validation import (
     Reason,
     Rejected,
     identify_format,
+    validate_bounded,
     validate_image,
 )
 from tests.data_prep import image_files
@@ -231,6 +232,50 @@ def test_decompression_bomb_message_names_the_configured_limit():
     result = validate_image(_png_bomb(30_000, 30_000), ImageLimits(max_pixels=5_000_000))
     assert result.reason == Reason.TOO_MANY_PIXELS
     assert "max_pixels 5000000" in result.detail  # not Pillow's own limit
+
+
+def _icns_holding(png: bytes) -> bytes:
+    """An Apple icon whose 256x256 slot holds `png`, whatever size that declares."""
+    block = b"ic08" + struct.pack(">I", 8 + len(png)) + png
+    return b"icns" + struct.pack(">I", 8 + len(block)) + block
+
+
+@pytest.mark.parametrize("max_pixels", [1_000_000, ImageLimits.max_pixels])
+def test_an_image_nested_in_a_container_is_held_to_the_same_pixel_limit(max_pixels):
+    """The icon itself declares 256x256; Pillow's guard, set from max_pixels, sees the 10^10
+    pixels of the image inside before any is decoded."""
+    icon = _icns_holding(_png_bomb(100_000, 100_000))
+    with Image.open(io.BytesIO(icon)) as outer:
+        assert outer.size == (256, 256)
+    result = validate_image(icon, ImageLimits(max_pixels=max_pixels))
+    assert result.reason == Reason.TOO_MANY_PIXELS
+    assert f"max_pixels {max_pixels}" in result.detail
+
+
+def test_pillow_s_guard_and_ours_agree_on_the_outer_image():
+    """Pillow refuses above twice its setting, so it is set to half of max_pixels: a header
+    just within the limit reaches the decoder, one just over it is refused."""
+    limits = ImageLimits(max_pixels=1000 * 1000)
+    assert validate_image(_png_bomb(1000, 1000), limits).reason == Reason.TRUNCATED
+    assert validate_image(_png_bomb(1000, 1001), limits).reason == Reason.TOO_MANY_PIXELS
+
+
+def test_a_bounded_validation_gives_the_same_answer_from_a_child():
+    data = image_files.encode(Image.fromarray(image_files.random_rgb(seed=3)), "WEBP")
+    assert validate_bounded(data, LIMITS) == validate_image(data, LIMITS)
+    refused = validate_bounded(_png_bomb(30_000, 30_000), ImageLimits(max_pixels=5_000_000))
+    assert refused == validate_image(_png_bomb(30_000, 30_000), ImageLimits(max_pixels=5_000_000))
+
+
+def test_a_decode_over_the_memory_bound_is_rejected_naming_it():
+    """A BMP header within max_pixels whose pixels need 1 GB: Pillow allocates them in C."""
+    side = 16_000
+    header = struct.pack("<2sIHHI", b"BM", 54, 0, 0, 54)
+    info = struct.pack("<IiiHHIIiiII", 40, side, side, 1, 24, 0, 0, 0, 0, 0, 0)
+    limits = ImageLimits(max_pixels=side * side, decoder_memory_bytes=256 * 1024 * 1024)
+    result = validate_bounded(header + info + bytes(1024), limits)
+    assert result.reason == Reason.DECODER_MEMORY
+    assert f"decoder_memory_bytes {256 * 1024 * 1024}" in result.detail
 
 
 def test_too_large_file_message_names_the_configured_limit():

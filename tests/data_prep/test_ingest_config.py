@@ -29,6 +29,8 @@ def test_defaults_are_valid():
         ({"limits": ImageLimits(max_file_bytes=0)}, "limits.max_file_bytes"),
         ({"limits": ImageLimits(max_side=4)}, "limits.max_side"),
         ({"limits": ImageLimits(jpeg_quality=101)}, "limits.jpeg_quality"),
+        ({"limits": ImageLimits(decoder_memory_bytes=1 << 20)}, "limits.decoder_memory_bytes"),
+        ({"limits": ImageLimits(decode_timeout_s=0)}, "limits.decode_timeout_s"),
     ],
 )
 def test_bad_values_fail_naming_the_field(change, field):

@@ -169,14 +169,23 @@ def test_a_single_class_folder_fails_in_the_ingest_and_verbose_works(tiny, tmp_p
         for image in (images / label).iterdir():
             image.unlink()
         (images / label).rmdir()
-    # -v, which absl in TFX's Beam executors once read as its --verbosity, shows the logs live.
+    # --verbose shows the logs live; TFX's Beam executors re-parse the command line with absl.
     result, line = _error_line(
-        ["-v", "run", "--config", str(path), "--build-dir", str(build), "--data", str(images)],
+        [
+            "--verbose",
+            "run",
+            "--config",
+            str(path),
+            "--build-dir",
+            str(build),
+            "--data",
+            str(images),
+        ],
         exit_codes.BAD_INPUT,
     )
     assert line.startswith("imgpipe run: error: ImageExampleGen: ")
     assert "class" in line and "(full log: " in line
-    assert "Component ImageExampleGen is running." in result.stderr  # live, with -v
+    assert "Component ImageExampleGen is running." in result.stderr  # live, with --verbose
     # `imgpipe runs` says why in the same words, not only where the log is.
     failed = _runs(build)[0]
     assert (failed["status"], failed["stopped_by"]) == ("failed", "ImageExampleGen")

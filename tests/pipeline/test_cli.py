@@ -63,8 +63,8 @@ run_and_exit()
     [("min_accuracy=0.5", exit_codes.OK), ("min_accuracy=7", exit_codes.BAD_INPUT)],
 )
 def test_console_entry_point_exits_with_the_command_status_after_flushing_and_atexit(setting, code):
-    """run_and_exit ends the process without the interpreter's teardown: the command's status
-    is still the exit status, everything printed arrives, and atexit handlers still run."""
+    """The command's status is the exit status, everything printed arrives, and atexit handlers
+    run."""
     result = subprocess.run(
         [sys.executable, "-c", _ENTRY_POINT, "config", "show", "--set", setting],
         capture_output=True,

@@ -1,7 +1,7 @@
 """OrderedWindow: results in submit order, a bounded window in flight, errors where they occur,
-the work in forked children, and a pool broken by a dead child replaced."""
+the work in forked children (or in the caller with no workers), and a pool broken by a dead child
+replaced."""
 
-import gc
 import os
 import signal
 import subprocess
@@ -11,24 +11,17 @@ import time
 import pytest
 
 from data_prep.runtime import parallel
+from tests.data_prep.runtime.processes import alive
+
+WORKERS = 2
 
 
-def _map(function, items, per_worker=2):
+def _map(function, items, per_worker=2, workers=WORKERS):
     """Every item through one window, as the ingest's DoFns use it across their elements."""
-    window = parallel.OrderedWindow(per_worker)
+    window = parallel.OrderedWindow(workers, per_worker)
     for item in items:
         yield from window.submit(function, item)
     yield from window.drain()
-
-
-@pytest.fixture
-def two_workers(monkeypatch):
-    """A pool of two children, whatever this machine's cores, made for the test and shut down."""
-    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
-    parallel._pool.cache_clear()
-    yield
-    parallel._pool().shutdown()
-    parallel._pool.cache_clear()
 
 
 # Tasks run in a child: module-level functions, pickled by name.
@@ -60,7 +53,7 @@ def test_results_keep_the_submit_order_whichever_finishes_first():
     assert list(_map(_slow_first, range(12))) == [i * 10 for i in range(12)]
 
 
-def test_runs_tasks_in_several_forked_children(two_workers):
+def test_runs_tasks_in_several_forked_children():
     pids = list(_map(_pid_after_a_while, range(2), per_worker=1))
     assert len(set(pids)) == 2 and os.getpid() not in pids
     assert set(_map(_getppid, range(4))) == {os.getpid()}
@@ -76,11 +69,20 @@ def test_holds_at_most_per_worker_tasks_per_worker_in_flight():
 
     results = _map(abs, items())
     assert next(results) == 0
-    assert len(pulled) <= 2 * parallel.usable_cores()
+    assert len(pulled) <= 2 * WORKERS
 
 
-def test_a_result_is_due_only_once_the_window_is_full(two_workers):
-    window = parallel.OrderedWindow(per_worker=1)
+def test_without_workers_each_task_runs_in_the_caller_as_it_is_submitted():
+    window = parallel.OrderedWindow(0, per_worker=2)
+    assert window.submit(_getppid, 0) == [os.getppid()]  # this process's parent: no child
+    assert window.submit(_pid_after_a_while, 0) == [os.getpid()]
+    with pytest.raises(ValueError, match="three"):
+        window.submit(_fail_on_three, 3)
+    assert list(window.drain()) == []
+
+
+def test_a_result_is_due_only_once_the_window_is_full():
+    window = parallel.OrderedWindow(WORKERS, per_worker=1)
     assert window.submit(_slow_first, 0) == []  # one task in flight of two: nothing is due
     # Full: the oldest result is due, waited for, though the later task finished first.
     assert window.submit(_slow_first, 1) == [0]
@@ -109,7 +111,7 @@ def test_a_forked_child_runs_tasks_on_a_pool_of_its_own():
     if pid == 0:  # the child: exit status 0 only if its tasks ran; killed if they hang
         signal.alarm(10)
         ran = list(_map(abs, [-2, -3])) == [2, 3]
-        parallel._pool().shutdown()  # its own children end with it
+        parallel._pool(WORKERS).shutdown()  # its own children end with it
         os._exit(0 if ran else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
@@ -118,7 +120,7 @@ def test_a_forked_child_runs_tasks_on_a_pool_of_its_own():
 def test_children_end_once_their_parent_ends_without_stopping_them():
     reader, writer = os.pipe()
     pid = os.fork()
-    if pid == 0:  # a parent that ends as `imgpipe` does, without the interpreter's teardown
+    if pid == 0:  # a parent that ends without stopping its pool
         os.close(reader)
         signal.alarm(10)
         pids = set(_map(_pid_after_a_while, range(2), per_worker=1))
@@ -129,40 +131,18 @@ def test_children_end_once_their_parent_ends_without_stopping_them():
         children = [int(p) for p in pipe.read().split(",")]
     os.waitpid(pid, 0)
     deadline = time.monotonic() + 10
-    while any(_alive(child) for child in children) and time.monotonic() < deadline:
+    while any(alive(child) for child in children) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(child) for child in children)
+    assert not any(alive(child) for child in children)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def test_a_process_that_runs_its_atexit_handlers_then_os_exit_ends():
-    """As `imgpipe` ends (pipeline/cli/__init__.py run_and_exit): multiprocessing's atexit
-    handler waits for every child, so the pool must be stopped before it."""
+def test_a_process_with_a_pool_exits_normally():
+    """multiprocessing's atexit handler waits for every child: the pool is stopped before it."""
     script = (
-        "import atexit, os\n"
         "from data_prep.runtime import parallel\n"
-        "window = parallel.OrderedWindow(per_worker=1)\n"
+        "window = parallel.OrderedWindow(2, per_worker=1)\n"
         "window.submit(abs, -1)\n"
         "assert list(window.drain()) == [1]\n"
-        "atexit._run_exitfuncs()\n"
-        "os._exit(0)\n"
     )
     finished = subprocess.run([sys.executable, "-c", script], timeout=60, check=False)
     assert finished.returncode == 0
-
-
-def _frozen_objects(_item):
-    return gc.get_freeze_count()
-
-
-def test_children_leave_the_objects_they_inherited_out_of_their_collections(two_workers):
-    """Forked with the parent's objects frozen (data_prep/gc_freeze.py); the parent is not."""
-    assert all(count > 1000 for count in _map(_frozen_objects, range(4)))
-    assert gc.get_freeze_count() == 0

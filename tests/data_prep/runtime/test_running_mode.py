@@ -1,14 +1,18 @@
 """The DirectRunner's running mode: by input size for the pipeline's Beam jobs
 (tests/pipeline/runners/test_beam_options.py), in process at any size for run_ingest; a mode the
-user
-names wins, with its worker count."""
+user names wins, with its worker count. Processes forked inside DoFns only on the local
+DirectRunner in one process."""
 
+import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, SetupOptions
+from apache_beam.pipeline import PipelineVisitor
 
 from data_prep import ingest
 from data_prep.ingest_config import IngestConfig
-from data_prep.runtime.running_mode import with_local_pickler, with_running_mode
+from data_prep.runtime.cores import usable_cores
+from data_prep.runtime.running_mode import pool_workers, with_local_pickler, with_running_mode
+from data_prep.sources import SourceFile
 
 
 def direct_mode(args) -> tuple[str, int]:
@@ -58,3 +62,45 @@ def test_run_ingest_runs_in_process_at_any_size_unless_a_mode_is_named(tmp_path,
         with pytest.raises(_Built):
             ingest.run_ingest(config, outputs, beam_args)
     assert modes == [("in_memory", 1), ("multi_processing", 2)]
+
+
+@pytest.mark.parametrize(
+    ("args", "workers"),
+    [
+        ([], usable_cores()),
+        (["--runner=DirectRunner"], usable_cores()),
+        (["--runner=direct", "--direct_running_mode=multi_threading"], usable_cores()),
+        (["--runner=DirectRunner", "--direct_running_mode=multi_processing"], 0),
+        (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], 0),
+        (["--runner=FlinkRunner"], 0),
+        (["--runner=DataflowRunner"], 0),
+    ],
+)
+def test_processes_are_forked_in_dofns_only_on_the_direct_runner_in_one_process(args, workers):
+    assert pool_workers(PipelineOptions(args)) == workers
+
+
+class _DoFnWorkers(PipelineVisitor):
+    """The pool size of every ingest DoFn in a pipeline's graph."""
+
+    def __init__(self):
+        self.workers = {}
+
+    def visit_transform(self, node):
+        fn = getattr(node.transform, "fn", None)
+        if isinstance(fn, (ingest._InspectBundle, ingest._WriteShards)):
+            self.workers[type(fn).__name__] = fn._workers
+
+
+@pytest.mark.parametrize(
+    ("args", "workers"),
+    [([], usable_cores()), (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], 0)],
+)
+def test_the_ingest_s_dofns_take_their_pool_size_from_the_runner(args, workers):
+    pipeline = beam.Pipeline(options=PipelineOptions(args))  # built, never run
+    sources = [SourceFile("a/1.jpg", "/in/a/1.jpg", "a")]
+    outputs = ingest.IngestOutputs.under("/nowhere")
+    _ = pipeline | ingest.IngestImages(sources, IngestConfig("/in"), outputs)
+    visitor = _DoFnWorkers()
+    pipeline.visit(visitor)
+    assert visitor.workers == {"_InspectBundle": workers, "_WriteShards": workers}
