@@ -38,7 +38,7 @@ class ImageLineage:
     unindexed_examples: tuple[int, ...]  # datasets ingested before source indexes existed
 
 
-def _sha256(path: str, roots: tuple[str, ...] | None) -> str | None:
+def file_sha256(path: str, roots: tuple[str, ...] | None = None) -> str | None:
     """The file's SHA-256; None when it is no regular file of at most the ingest's file size
     (a pipe or a device is never read), or lies outside roots (when given)."""
     from data_prep.files import open_regular
@@ -101,7 +101,7 @@ def image_lineage(
     datasets were ingested from (what the web UI allows a visitor to have hashed).
     """
     graph = MetadataGraph(store)
-    digest = _sha256(path, data_roots(store) if only_data_roots else None)
+    digest = file_sha256(path, data_roots(store) if only_data_roots else None)
     relative = path.replace(os.sep, "/")
     matches, unindexed = [], []
     for examples in graph.artifacts_of_type("Examples"):
