@@ -13,6 +13,7 @@ import os
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from data_prep.health import ImageSignals
 from data_prep.image_validation import (
     Accepted,
     ImageLimits,
@@ -40,6 +41,7 @@ class FileOutcome:
     width: int = 0
     source_format: str = ""
     conversions: tuple[str, ...] = ()  # empty: the original bytes are the encoded image
+    signals: ImageSignals | None = None  # of an accepted image (data_prep/health.py)
 
 
 def read_source(source: SourceFile, limit: int) -> bytes:
@@ -107,6 +109,7 @@ def inspect_source(source: SourceFile, limits: ImageLimits) -> FileOutcome:
             width=result.width,
             source_format=result.source_format,
             conversions=result.conversions,
+            signals=result.signals,
         )
     if not source.has_image_extension and _is_not_image(data, result.reason):
         return FileOutcome(source, IGNORED, detail="not an image file")
