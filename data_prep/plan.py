@@ -78,6 +78,7 @@ def build_plan(
     outcomes = sorted(outcomes, key=lambda outcome: outcome.source.relative_path)
     kept, deduped = _dedupe([o for o in outcomes if o.status == ACCEPTED])
     groups = _near_duplicate_groups(kept, config.near_duplicate_max_distance)
+    compared = len(kept)
     kept, conflicting = _reject_near_duplicate_conflicts(kept, groups)
     final = [o for o in outcomes if o.status != ACCEPTED] + deduped + conflicting + kept
     label_map = merge_label_map(reference_label_map or {}, {o.source.label for o in kept})
@@ -99,6 +100,12 @@ def build_plan(
 
     report = _report(final, by_split, label_map, config)
     report["near_duplicates"] = [sorted(o.source.relative_path for o in g) for g in groups]
+    in_clusters = sum(len(group) for group in groups)
+    report["near_duplicate_share"] = {
+        "clusters": len(groups),
+        "images": in_clusters,
+        "fraction": in_clusters / compared if compared else 0.0,  # of the distinct images
+    }
     report["odd_images"] = _odd_images(kept)
     report["classes_left_out"] = sorted(
         {o.source.label for o in outcomes if o.source.label is not None} - set(label_map)
