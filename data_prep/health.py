@@ -3,14 +3,14 @@ clusters of a dataset, and the odd-image flags.
 
 Each image's signals come from the pixels validation already decoded, reduced once to a small
 thumbnail, so they cost a fraction of the decode: a 64-bit DCT perceptual hash (imagehash's
-phash, on the same 32x32 grayscale input), a 4x4 colour grid that tells apart pictures whose
+phash, on the same 32x32 grayscale input), an 8x8 colour grid that tells apart pictures whose
 grayscale structure agrees but whose colours do not, and cleanvision's image-property checks
 (dark, light, blurry, low_information; odd_aspect_ratio from the size) with cleanvision's
 definitions and default thresholds, measured on the thumbnail. odd_size compares an image with
 the whole dataset, so it is decided when the dataset is planned (odd_size_flags).
 
 Two images are near-duplicates when their hashes differ in at most `max_distance` bits and their
-colour grids agree after each channel's mean is taken out (so a brightness shift still matches);
+colour grids agree once each channel is standardized (so a brightness shift still matches);
 clusters are the connected groups of such pairs.
 """
 
@@ -25,10 +25,13 @@ from PIL import Image, ImageFilter
 HASH_SIDE = 32  # phash's input: 32x32 grayscale
 HASH_LOW = 8  # the 8x8 lowest DCT frequencies make the 64 bits
 THUMB_SIDE = 64  # cleanvision measures blur at most 64 pixels wide; the other checks reuse it
-GRID_SIDE = 4
-# Mean absolute difference (0..255) of two centred colour grids above which a hash match is
-# not a near-duplicate.
-GRID_MAX_DIFFERENCE = 24.0
+GRID_SIDE = 8
+# Two colour grids, each channel standardized (its mean out, divided by its spread plus
+# GRID_SPREAD_FLOOR so flat images stay flat), differ by at most this mean absolute value in a
+# near-duplicate pair: re-encoded, resized and brightened copies stay well under it, unrelated
+# images of the same kind (two scans of the same digit) mostly above.
+GRID_MAX_DIFFERENCE = 0.1
+GRID_SPREAD_FLOOR = 8.0
 # cleanvision's ImagePropertyIssueManager defaults.
 DARK_MAX_P99 = 0.32  # dark: the 99th percentile of pixel brightness is below this
 LIGHT_MIN_P5 = 0.95  # light: the 5th percentile is above this (score 1 - p5 < 0.05)
@@ -47,7 +50,7 @@ class ImageSignals:
     """What the plan needs of one image's pixels: a few dozen bytes."""
 
     phash: int  # 64 bits, row-major over the 8x8 low frequencies, first bit highest
-    grid: bytes  # 4x4 RGB cell means, row-major
+    grid: bytes  # 8x8 RGB cell means, row-major
     flags: tuple[str, ...]  # FLAGS found in the image alone (odd_size needs the dataset)
 
 
@@ -155,9 +158,11 @@ def _popcount(values: np.ndarray) -> np.ndarray:
     return (v * np.uint64(0x0101010101010101)) >> np.uint64(56)
 
 
-def _centred(grids: np.ndarray) -> np.ndarray:
-    """[n, cells, 3] colour grids without each image's per-channel mean."""
-    return grids - grids.mean(axis=1, keepdims=True)
+def _standardized(grids: np.ndarray) -> np.ndarray:
+    """[n, cells, 3] colour grids, each image's channels standardized: a brightness or contrast
+    change of the whole picture leaves them alike."""
+    spread = grids.std(axis=1, keepdims=True) + GRID_SPREAD_FLOOR
+    return (grids - grids.mean(axis=1, keepdims=True)) / spread
 
 
 def near_duplicate_pairs(
@@ -171,7 +176,7 @@ def near_duplicate_pairs(
         return []
     values = np.array(hashes, dtype=np.uint64)
     cells = GRID_SIDE * GRID_SIDE
-    colours = _centred(
+    colours = _standardized(
         np.frombuffer(b"".join(grids), dtype=np.uint8).reshape(count, cells, 3).astype(np.float32)
     )
     pairs = []

@@ -273,6 +273,7 @@ def create_pipeline(
         ingest_report=example_gen.outputs["ingest_report"],
         reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
         allow_class_changes=config.gate.allow_class_changes,
+        max_near_duplicate_fraction=config.gate.max_near_duplicate_fraction,
     )
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],

@@ -51,11 +51,12 @@ def test_copies_are_near_and_other_photos_far():
 
 
 def test_pairs_need_close_hashes_and_alike_colours():
-    grid = bytes(range(0, 240, 5))  # 48 values: a 4x4 RGB grid
-    brighter = bytes(min(255, v + 15) for v in grid)  # the same picture, brightened
-    other_colours = bytes(reversed(grid))
+    layout = np.random.default_rng(0).integers(40, 200, (64, 3))
+    grid = layout.astype(np.uint8).tobytes()  # an 8x8 RGB grid
+    brighter = np.clip(layout * 1.2 + 10, 0, 255).astype(np.uint8).tobytes()
+    other_layout = layout[::-1].astype(np.uint8).tobytes()
     hashes = [0b1011, 0b1011, 0b1011, 0b1011 ^ (2**40 - 1), 0b1010]
-    grids = [grid, brighter, other_colours, grid, grid]
+    grids = [grid, brighter, other_layout, grid, grid]
     assert health.near_duplicate_pairs(hashes, grids, max_distance=10) == [
         (0, 1),
         (0, 4),
@@ -68,7 +69,7 @@ def test_pairs_across_blocks_are_all_found():
     rng = np.random.default_rng(1)
     hashes = [int(h) for h in rng.integers(0, 2**62, 300, dtype=np.int64)]
     hashes[250] = hashes[3] ^ 0b111  # 3 bits apart, in different blocks
-    grids = [bytes(48)] * 300
+    grids = [bytes(192)] * 300
     assert (3, 250) in health.near_duplicate_pairs(hashes, grids, max_distance=5, block=64)
 
 

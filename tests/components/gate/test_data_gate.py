@@ -34,16 +34,20 @@ def _drift(feature, description):
     return anomalies
 
 
-def _report(root, label_map):
-    """An IngestReport as ImageExampleGen records it (the gate reads its recorded label map)."""
+def _report(root, label_map, near_duplicates=0.0):
+    """An IngestReport as ImageExampleGen records it (the gate reads its recorded label map and
+    near-duplicate share)."""
     report = IngestReport()
     report.uri = str(root)
     report.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, json.dumps(label_map))
     report.set_int_custom_property("span", 2)
+    report.set_float_custom_property(
+        metadata_keys.NEAR_DUPLICATE_FRACTION_PROPERTY, near_duplicates
+    )
     return report
 
 
-def _run(tmp_path, label_map, drift=None, allow=False):
+def _run(tmp_path, label_map, drift=None, allow=False, near_duplicates=0.0, limit=1.0):
     verdict = data_gate.DataVerdict()
     output = data_gate.Executor().Do(
         {
@@ -53,12 +57,13 @@ def _run(tmp_path, label_map, drift=None, allow=False):
             data_gate.DRIFT_KEY: [
                 _anomalies(tmp_path / "drift", "SplitPair", "train_train", drift)
             ],
-            data_gate.INGEST_REPORT_KEY: [_report(tmp_path / "report", label_map)],
+            data_gate.INGEST_REPORT_KEY: [_report(tmp_path / "report", label_map, near_duplicates)],
         },
         {data_gate.VERDICT_KEY: [verdict]},
         {
             data_gate.REFERENCE_LABEL_MAP_KEY: json.dumps(REFERENCE),
             data_gate.ALLOW_CLASS_CHANGES_KEY: int(allow),
+            data_gate.MAX_NEAR_DUPLICATE_FRACTION_KEY: limit,
         },
     )
     return output, verdict
@@ -105,3 +110,14 @@ def test_a_gone_class_stops_even_when_changes_are_allowed(tmp_path):
     message = output.execution_result.result_message
     assert "new class(es) cross and class(es) gone triangle" in message
     assert "put its images back" in message
+
+
+def test_too_many_near_duplicates_stop_the_span_only_above_the_limit(tmp_path):
+    output, _ = _run(tmp_path / "stopped", REFERENCE, near_duplicates=0.12, limit=0.05)
+    message = output.execution_result.result_message
+    assert (
+        "near-duplicates: 12.0% of the distinct images are in near-duplicate clusters "
+        "> gate.max_near_duplicate_fraction 5.0%" in message
+    )
+    output, _ = _run(tmp_path / "passed", REFERENCE, near_duplicates=0.05, limit=0.05)
+    assert output is None
