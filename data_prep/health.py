@@ -85,6 +85,13 @@ def _percentiles(values: np.ndarray, quantiles: tuple[float, ...]) -> list[float
     ]
 
 
+def _pixels(image: Image.Image) -> np.ndarray:
+    """The image's bytes as uint8 [height, width(, bands)], without numpy's array protocol."""
+    bands = len(image.getbands())
+    shape = (image.height, image.width, bands) if bands > 1 else (image.height, image.width)
+    return np.frombuffer(image.tobytes(), dtype=np.uint8).reshape(shape)
+
+
 def _brightness(pixels: np.ndarray) -> np.ndarray:
     """cleanvision's perceived brightness of each RGB pixel, 0..1."""
     rgb = pixels.reshape(-1, 3).astype(np.float32)
@@ -95,9 +102,10 @@ def _brightness(pixels: np.ndarray) -> np.ndarray:
 def _blurry(gray: Image.Image) -> bool:
     """cleanvision's blurry score: edge strength, plus the grayscale histogram's spread for
     images whose spread is large (so flat but colourful images are not called blurry)."""
-    edges = np.asarray(gray.filter(ImageFilter.FIND_EDGES), dtype=np.float32)
+    edges = _pixels(gray.filter(ImageFilter.FIND_EDGES)).astype(np.float32)
     blur = 1 - math.exp(-math.sqrt(float(edges.var())) * BLUR_NORMALIZING)
-    spread = 1 - math.exp(-float(np.std(gray.histogram())) * BLUR_NORMALIZING)
+    histogram = np.bincount(_pixels(gray).ravel(), minlength=256)
+    spread = 1 - math.exp(-float(histogram.std()) * BLUR_NORMALIZING)
     if spread <= BLUR_COLOR_THRESHOLD:
         spread = 0.0
     return min(blur + spread, 1.0) < BLURRY_MAX_SCORE
@@ -108,24 +116,19 @@ def aspect_ratio_odd(width: int, height: int) -> bool:
 
 
 def thumbnail(rgb: Image.Image) -> Image.Image:
-    """At most THUMB_SIDE pixels on the longer side: an integer box reduction (one pass over the
-    decoded pixels, anti-aliased), then a bicubic resize of the small result."""
-    factor = max(rgb.size) // THUMB_SIDE
-    small = rgb.reduce(factor) if factor > 1 else rgb
-    scale = THUMB_SIDE / max(small.size)
-    if scale >= 1:
-        return small
-    size = (max(1, round(small.width * scale)), max(1, round(small.height * scale)))
-    return small.resize(size, Image.Resampling.BICUBIC)
+    """At most THUMB_SIDE pixels on the longer side, by an integer box reduction: one pass over
+    the decoded pixels, anti-aliased."""
+    factor = -(-max(rgb.size) // THUMB_SIDE)
+    return rgb.reduce(factor) if factor > 1 else rgb
 
 
 def image_signals(rgb: Image.Image) -> ImageSignals:
     """The signals of one decoded RGB image."""
     thumb = thumbnail(rgb)
     gray = thumb.convert("L")
-    hashed = phash(np.asarray(gray.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.LANCZOS)))
+    hashed = phash(_pixels(gray.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.LANCZOS)))
     grid = thumb.resize((GRID_SIDE, GRID_SIDE), Image.Resampling.BOX).tobytes()
-    p5, p99 = _percentiles(_brightness(np.asarray(thumb)), (0.05, 0.99))
+    p5, p99 = _percentiles(_brightness(_pixels(thumb)), (0.05, 0.99))
     found = {
         "dark": p99 < DARK_MAX_P99,
         "light": p5 > LIGHT_MIN_P5,
