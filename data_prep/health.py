@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 
 import numpy as np
 from PIL import Image, ImageFilter
@@ -92,20 +93,36 @@ def _pixels(image: Image.Image) -> np.ndarray:
     return np.frombuffer(image.tobytes(), dtype=np.uint8).reshape(shape)
 
 
-def _brightness(pixels: np.ndarray) -> np.ndarray:
-    """cleanvision's perceived brightness of each RGB pixel, 0..1."""
-    rgb = pixels.reshape(-1, 3).astype(np.float32)
-    weighted = 0.241 * rgb[:, 0] ** 2 + 0.691 * rgb[:, 1] ** 2 + 0.068 * rgb[:, 2] ** 2
-    return np.sqrt(weighted) / 255
+def _brightness_percentiles(pixels: np.ndarray, quantiles: tuple[float, ...]) -> list[float]:
+    """Percentiles of cleanvision's perceived brightness, sqrt(0.241 R^2 + 0.691 G^2 + 0.068 B^2)
+    / 255, over the pixels: ranked on the integer squares, whose order the root keeps."""
+    squares = pixels.reshape(-1, 3).astype(np.int32) ** 2
+    weighted = squares @ np.array([241, 691, 68], dtype=np.int32)  # x1000
+    return [math.sqrt(v / 1000) / 255 for v in _percentiles(weighted, quantiles)]
+
+
+def _histogram_moments(histogram: list[int]) -> tuple[float, float]:
+    """(variance of the values counted, standard deviation of the counts), in plain Python:
+    numpy's per-call cost outweighs 256 bins."""
+    total = sum(histogram)
+    mean = sum(map(operator.mul, histogram, _LEVELS)) / total
+    variance = sum(map(operator.mul, histogram, _SQUARES)) / total - mean**2
+    count_mean = total / len(histogram)
+    count_variance = sum(map(operator.mul, histogram, histogram)) / len(histogram) - count_mean**2
+    return variance, math.sqrt(max(count_variance, 0.0))
+
+
+_LEVELS = range(256)
+_SQUARES = [level * level for level in _LEVELS]
 
 
 def _blurry(gray: Image.Image) -> bool:
     """cleanvision's blurry score: edge strength, plus the grayscale histogram's spread for
     images whose spread is large (so flat but colourful images are not called blurry)."""
-    edges = _pixels(gray.filter(ImageFilter.FIND_EDGES)).astype(np.float32)
-    blur = 1 - math.exp(-math.sqrt(float(edges.var())) * BLUR_NORMALIZING)
-    histogram = np.bincount(_pixels(gray).ravel(), minlength=256)
-    spread = 1 - math.exp(-float(histogram.std()) * BLUR_NORMALIZING)
+    edge_variance, _ = _histogram_moments(gray.filter(ImageFilter.FIND_EDGES).histogram())
+    _, histogram_spread = _histogram_moments(gray.histogram())
+    blur = 1 - math.exp(-math.sqrt(max(edge_variance, 0.0)) * BLUR_NORMALIZING)
+    spread = 1 - math.exp(-histogram_spread * BLUR_NORMALIZING)
     if spread <= BLUR_COLOR_THRESHOLD:
         spread = 0.0
     return min(blur + spread, 1.0) < BLURRY_MAX_SCORE
@@ -126,9 +143,9 @@ def image_signals(rgb: Image.Image) -> ImageSignals:
     """The signals of one decoded RGB image."""
     thumb = thumbnail(rgb)
     gray = thumb.convert("L")
-    hashed = phash(_pixels(gray.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.LANCZOS)))
+    hashed = phash(_pixels(gray.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.BOX)))
     grid = thumb.resize((GRID_SIDE, GRID_SIDE), Image.Resampling.BOX).tobytes()
-    p5, p99 = _percentiles(_brightness(_pixels(thumb)), (0.05, 0.99))
+    p5, p99 = _brightness_percentiles(_pixels(thumb), (0.05, 0.99))
     found = {
         "dark": p99 < DARK_MAX_P99,
         "light": p5 > LIGHT_MIN_P5,
