@@ -3,8 +3,8 @@ clusters of a dataset, and the odd-image flags.
 
 Each image's signals come from the pixels validation already decoded, reduced once to a small
 thumbnail, so they cost a fraction of the decode: a 64-bit DCT perceptual hash (imagehash's
-phash, on the same 32x32 grayscale input), an 8x8 colour grid that tells apart pictures whose
-grayscale structure agrees but whose colours do not, and cleanvision's image-property checks
+phash of a 32x32 grayscale reduction), an 8x8 colour grid that tells apart pictures whose
+grayscale structure agrees but whose colours or layout do not, and cleanvision's checks
 (dark, light, blurry, low_information; odd_aspect_ratio from the size) with cleanvision's
 definitions and default thresholds, measured on the thumbnail. odd_size compares an image with
 the whole dataset, so it is decided when the dataset is planned (odd_size_flags).
@@ -48,7 +48,7 @@ FLAGS = ("dark", "light", "blurry", "low_information", "odd_aspect_ratio", "odd_
 
 @dataclasses.dataclass(frozen=True)
 class ImageSignals:
-    """What the plan needs of one image's pixels: a few dozen bytes."""
+    """What the plan needs of one image's pixels: some 200 bytes."""
 
     phash: int  # 64 bits, row-major over the 8x8 low frequencies, first bit highest
     grid: bytes  # 8x8 RGB cell means, row-major
