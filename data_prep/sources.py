@@ -19,6 +19,7 @@ import stat
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
+from data_prep.files import FileTooLargeError, read_file, read_upto
 from data_prep.image_validation import Reason
 
 SPLITS = ("train", "eval", "test")
@@ -29,6 +30,8 @@ IMAGE_EXTENSIONS = frozenset(
     ".jpx .ppm .pgm .pbm .pnm .ico .icns .tga .dds .psd .sgi .rgb .pcx .qoi".split()
 )
 MANIFEST_EXTENSIONS = (".csv", ".jsonl")
+# A manifest lists paths, about 100 bytes a row: this allows some ten million rows.
+MANIFEST_MAX_BYTES = 1 << 30
 
 
 class SourceError(ValueError):
@@ -187,8 +190,7 @@ def _printable(name: str) -> str:
 def read_manifest(manifest_path: str) -> list[SourceFile]:
     """Reads `path,label[,split]` rows; relative paths resolve against the manifest's folder."""
     try:
-        with FileSystems.open(manifest_path) as handle:
-            text = handle.read().decode("utf-8")
+        text = _read_manifest_bytes(manifest_path).decode("utf-8")
     except Exception as error:  # noqa: BLE001
         raise SourceError(f"cannot read manifest {manifest_path!r}: {error}") from error
     rows = (
@@ -215,6 +217,18 @@ def read_manifest(manifest_path: str) -> list[SourceFile]:
     if not sources:
         raise SourceError(f"manifest {manifest_path!r} lists no files")
     return sorted(sources)
+
+
+def _read_manifest_bytes(manifest_path: str) -> bytes:
+    """A local manifest is read as a regular file only (a pipe would block); any other
+    filesystem through Beam. Both bounded, so a wrong path cannot fill the memory."""
+    if FileSystems.get_scheme(manifest_path) is None:
+        return read_file(manifest_path, MANIFEST_MAX_BYTES)
+    with FileSystems.open(manifest_path) as handle:
+        data = read_upto(handle, MANIFEST_MAX_BYTES + 1)
+    if len(data) > MANIFEST_MAX_BYTES:
+        raise FileTooLargeError(manifest_path, f"more than {MANIFEST_MAX_BYTES} bytes")
+    return data
 
 
 def _parse_csv(text: str, where: str) -> list[tuple[int, dict]]:

@@ -112,7 +112,8 @@ class MlmdTarget:
         return f"SQLite {self.sqlite or self.default_sqlite}"
 
     def open(self) -> metadata_store.MetadataStore:
-        """A read-only store for SQLite (a query never creates or changes a file)."""
+        """A read-only store for SQLite (a query never creates or changes a file), whose
+        artifact URIs read the same from any folder (see PortableStore)."""
         config = self.connection_config()
         if isinstance(config, metadata_store_pb2.ConnectionConfig) and config.HasField("sqlite"):
             if not os.path.exists(config.sqlite.filename_uri):
@@ -121,7 +122,66 @@ class MlmdTarget:
                     f"first, or name your store with --mlmd-sqlite/--mlmd-mysql/--mlmd-grpc "
                     f"(or {ENV_PREFIX}SQLITE/MYSQL/GRPC)"
                 )
+            return PortableStore(config)
         return metadata_store.MetadataStore(config)
+
+
+def resolve_uri(uri: str, store_folder: str) -> str:
+    """An artifact URI as a path that reads the same from any folder. Runs record absolute
+    URIs; a store written before recorded them relative to the run's working folder, which is
+    the ancestor of the store's folder that puts the URI beside the store (the default layout
+    keeps the store in the pipeline root: `build/tfx/Trainer/model/5` next to
+    `<folder>/build/tfx/metadata.db`). Failing that, the nearest ancestor where the path
+    exists, else the store's own folder."""
+    if not uri or "://" in uri or os.path.isabs(uri):
+        return uri
+    store_folder = os.path.abspath(store_folder)
+    ancestors = [store_folder]
+    while os.path.dirname(ancestors[-1]) != ancestors[-1]:
+        ancestors.append(os.path.dirname(ancestors[-1]))
+    candidates = [os.path.normpath(os.path.join(folder, uri)) for folder in ancestors]
+    # From a strict ancestor, farthest first: `build/tfx/...` is beside
+    # <folder>/build/tfx/metadata.db from <folder>, not from <folder>/build/tfx.
+    beside = [path for path in candidates[:0:-1] if path.startswith(store_folder + os.sep)]
+    existing = [path for path in candidates if os.path.exists(path)]
+    return (beside or existing or candidates)[0]
+
+
+class PortableStore(metadata_store.MetadataStore):
+    """A local SQLite store whose artifacts come back with their URIs resolved (resolve_uri),
+    so a store written with relative URIs answers the same from any folder."""
+
+    def __init__(self, config: metadata_store_pb2.ConnectionConfig):
+        super().__init__(config)
+        self._folder = os.path.dirname(os.path.abspath(config.sqlite.filename_uri))
+
+    def _resolved(self, artifacts):
+        for artifact in artifacts:
+            artifact.uri = resolve_uri(artifact.uri, self._folder)
+        return artifacts
+
+    def get_artifacts(self, *args, **kwargs):
+        return self._resolved(super().get_artifacts(*args, **kwargs))
+
+    def get_artifacts_by_id(self, *args, **kwargs):
+        return self._resolved(super().get_artifacts_by_id(*args, **kwargs))
+
+    def get_artifacts_by_type(self, *args, **kwargs):
+        return self._resolved(super().get_artifacts_by_type(*args, **kwargs))
+
+    def get_artifacts_by_context(self, *args, **kwargs):
+        return self._resolved(super().get_artifacts_by_context(*args, **kwargs))
+
+    def get_artifacts_by_external_ids(self, *args, **kwargs):
+        return self._resolved(super().get_artifacts_by_external_ids(*args, **kwargs))
+
+    def get_artifact_by_type_and_name(self, *args, **kwargs):
+        found = super().get_artifact_by_type_and_name(*args, **kwargs)
+        return self._resolved([found])[0] if found is not None else None
+
+    def get_artifacts_and_types_by_artifact_ids(self, *args, **kwargs):
+        artifacts, types = super().get_artifacts_and_types_by_artifact_ids(*args, **kwargs)
+        return self._resolved(artifacts), types
 
 
 def _env(field: str) -> str:

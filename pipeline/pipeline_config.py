@@ -130,6 +130,23 @@ class PipelineConfig:
         return self
 
 
+def with_absolute_paths(config: PipelineConfig) -> PipelineConfig:
+    """config with its local paths (data, pipeline root, store, serving folder) made absolute
+    against this process's folder, as a run records them in ML Metadata: a store then answers
+    the same from any folder. URIs (gs://...) stay as they are."""
+
+    def absolute(path: str) -> str:
+        return path if "://" in path else os.path.abspath(path)
+
+    return dataclasses.replace(
+        config,
+        ingest=dataclasses.replace(config.ingest, input=absolute(config.ingest.input)),
+        pipeline_root=absolute(config.pipeline_root),
+        metadata_path=absolute(config.metadata_path),
+        serving_dir=absolute(config.serving_dir),
+    )
+
+
 def _valid_schedule(schedule: str) -> bool:
     if schedule.startswith("@"):
         return schedule in SCHEDULE_PRESETS

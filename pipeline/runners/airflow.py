@@ -23,7 +23,7 @@ import shlex
 from collections.abc import Mapping
 
 from data_prep.ingest_config import ConfigError
-from pipeline.pipeline_config import PRESETS, PipelineConfig
+from pipeline.pipeline_config import PRESETS, PipelineConfig, with_absolute_paths
 
 LOGGER = logging.getLogger(__name__)
 SUMMARY_TASK = "run_summary"
@@ -74,7 +74,7 @@ def airflow_dag(config: PipelineConfig):
     from pipeline.factory import create_pipeline
     from pipeline.gate.data_snapshot import take_snapshot
 
-    config.validate()
+    config = with_absolute_paths(config.validate())
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
     connection = _store_target(config.metadata_path).connection_config(read_only=False)
     store = metadata_store.MetadataStore(connection)

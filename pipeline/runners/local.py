@@ -22,7 +22,7 @@ from pipeline.factory import create_pipeline
 from pipeline.gate.data_snapshot import take_snapshot
 from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
 from pipeline.mlmd_connection import MlmdTarget
-from pipeline.pipeline_config import PipelineConfig
+from pipeline.pipeline_config import PipelineConfig, with_absolute_paths
 from pipeline.runners import run_guard
 from pipeline.ui.report import report_path, write_report
 
@@ -65,7 +65,7 @@ def run_local(
     lock file stays beside config.metadata_path, so with a server store it orders the runs of
     one build folder; an orchestrator (Airflow's max_active_runs=1) orders them across hosts.
     """
-    config.validate()
+    config = with_absolute_paths(config.validate())
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
     connection = (store_target or MlmdTarget(sqlite=config.metadata_path)).connection_config(
         read_only=False

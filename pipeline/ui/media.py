@@ -55,16 +55,19 @@ def input_file(input_path: str, relative_path: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def file_thumbnail(path: str, limits: ImageLimits = INGEST_LIMITS) -> bytes | None:
-    """The thumbnail of a file (local or any Beam filesystem); None when it is gone, too large or
-    does not decode."""
+    """The thumbnail of a file (local or any Beam filesystem); None when it is gone, too large,
+    no regular file (a pipe is never opened for reading) or does not decode."""
     from apache_beam.io.filesystems import FileSystems
 
+    from data_prep.files import read_file, read_upto
+
     try:
-        if not FileSystems.exists(path):
-            return None
-        with FileSystems.open(path) as handle:
-            data = handle.read(limits.max_file_bytes + 1)
-    except OSError:
+        if FileSystems.get_scheme(path) is None:
+            data = read_file(path, limits.max_file_bytes)
+        else:
+            with FileSystems.open(path) as handle:
+                data = read_upto(handle, limits.max_file_bytes + 1)
+    except Exception:  # noqa: BLE001  each filesystem raises its own type; no thumbnail then
         return None
     return thumbnail(data, limits)
 

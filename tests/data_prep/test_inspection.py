@@ -1,8 +1,9 @@
 """read_source: the whole file up to the limit, whatever the chunk size, and never more."""
 
+import os
 import types
 
-from data_prep import inspection
+from data_prep import files, inspection
 from data_prep.sources import SourceFile
 
 
@@ -13,13 +14,13 @@ def _source(tmp_path, size: int) -> SourceFile:
 
 
 def test_reads_a_file_larger_than_one_chunk_whole(tmp_path, monkeypatch):
-    monkeypatch.setattr(inspection, "_READ_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(files, "_READ_CHUNK_BYTES", 1000)
     source = _source(tmp_path, 4321)
     assert inspection.read_source(source, 10_000) == (tmp_path / "file.bin").read_bytes()
 
 
 def test_reads_at_most_the_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(inspection, "_READ_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(files, "_READ_CHUNK_BYTES", 1000)
     source = _source(tmp_path, 4321)
     for limit in (1, 999, 1000, 2500, 4320):
         assert inspection.read_source(source, limit) == (tmp_path / "file.bin").read_bytes()[:limit]
@@ -31,8 +32,21 @@ def test_an_empty_file_reads_as_no_bytes(tmp_path):
 
 def test_a_local_file_that_grew_since_its_size_was_read_is_read_whole(tmp_path, monkeypatch):
     """The size fstat reports only sizes the first read: bytes beyond it are read too."""
-    monkeypatch.setattr(inspection, "_READ_CHUNK_BYTES", 1000)
-    monkeypatch.setattr(inspection.os, "fstat", lambda fd: types.SimpleNamespace(st_size=10))
+    monkeypatch.setattr(files, "_READ_CHUNK_BYTES", 1000)
+    real_fstat = os.fstat
+
+    def stale_fstat(fd):
+        return types.SimpleNamespace(st_mode=real_fstat(fd).st_mode, st_size=10)
+
+    monkeypatch.setattr(os, "fstat", stale_fstat)
     source = _source(tmp_path, 4321)
     assert inspection.read_source(source, 10_000) == (tmp_path / "file.bin").read_bytes()
     assert inspection.read_source(source, 2500) == (tmp_path / "file.bin").read_bytes()[:2500]
+
+
+def test_a_manifest_entry_naming_a_pipe_is_rejected_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "pipe.jpg")
+    source = SourceFile("pipe.jpg", str(tmp_path / "pipe.jpg"), "cat")
+    outcome = inspection.inspect_source(source, inspection.ImageLimits())
+    assert (outcome.status, outcome.reason) == (inspection.REJECTED, "unreadable")
+    assert outcome.detail == "a named pipe, not a regular file"

@@ -137,3 +137,11 @@ def test_a_file_name_that_is_not_utf8_is_listed_with_escapes_and_fingerprinted(t
     before = input_fingerprint(str(tmp_path))
     (tmp_path / "cat" / name).write_bytes(b"other bytes")
     assert input_fingerprint(str(tmp_path)) != before
+
+
+def test_a_manifest_that_is_a_pipe_is_refused_without_blocking(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "list.csv")
+    with pytest.raises(SourceError, match="a named pipe, not a regular file"):
+        list_sources(str(tmp_path / "list.csv"))

@@ -71,6 +71,28 @@ def test_runs_newest_first_with_component_states_metrics_and_push(runs, capsys):
 
 
 @pytest.mark.slow
+def test_a_store_built_with_a_relative_build_folder_answers_alike_from_anywhere(
+    runs, tmp_path, monkeypatch, capsys
+):
+    """The two runs ran with a relative build folder; every path they recorded is absolute."""
+    store = runs.store
+    uris = [artifact.uri for artifact in store.get_artifacts()]
+    assert uris and all(os.path.isabs(uri) for uri in uris)
+    assert all(uri.startswith(runs.config.pipeline_root) for uri in uris)
+    assert os.path.isabs(runs.first.pushed_to)
+
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = runs.cli(capsys, "runs", "--json")
+    assert code == 0
+    assert [run["eval_accuracy"] for run in json.loads(out)] == pytest.approx(
+        [runs.second.eval_accuracy, runs.first.eval_accuracy]
+    )
+    image = runs.images / "dog" / "3.jpg"
+    (match,) = lineage.image_lineage(store, str(image)).matches
+    assert match.match == "path and bytes"
+
+
+@pytest.mark.slow
 def test_the_console_script_lists_runs_with_nothing_on_stderr(runs):
     """TensorFlow's import logs three C++ errors (CUDA factories registered twice) that a query,
     which keeps no run log, must not show."""

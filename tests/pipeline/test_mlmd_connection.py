@@ -2,10 +2,11 @@
 and clear errors for ambiguous or malformed settings. Only SQLite is opened here."""
 
 import pytest
+from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from data_prep.ingest_config import ConfigError
-from pipeline.mlmd_connection import MlmdTarget, StoreNotFound
+from pipeline.mlmd_connection import MlmdTarget, StoreNotFound, resolve_uri
 
 NO_FLAGS = {"sqlite": None, "mysql": None, "grpc": None, "user": None}
 
@@ -80,3 +81,38 @@ def test_a_missing_sqlite_file_is_a_clear_error_and_is_not_created(tmp_path):
     with pytest.raises(StoreNotFound, match="no ML Metadata store at .*run `imgpipe run` first"):
         _resolve(sqlite=str(missing)).open()
     assert not missing.exists()
+
+
+def test_a_relative_uri_resolves_beside_the_store_it_was_recorded_with(tmp_path):
+    store_folder = tmp_path / "project" / "build" / "tfx"
+    assert resolve_uri("build/tfx/Trainer/model/5", str(store_folder)) == str(
+        store_folder / "Trainer" / "model" / "5"
+    )
+    assert resolve_uri("/abs/Trainer/model/5", str(store_folder)) == "/abs/Trainer/model/5"
+    assert resolve_uri("gs://bucket/model/5", str(store_folder)) == "gs://bucket/model/5"
+
+
+def test_a_relative_uri_outside_the_store_resolves_where_it_exists(tmp_path):
+    store_folder = tmp_path / "project" / "meta"
+    (tmp_path / "project" / "artifacts" / "model").mkdir(parents=True)
+    assert resolve_uri("artifacts/model", str(store_folder)) == str(
+        tmp_path / "project" / "artifacts" / "model"
+    )
+
+
+def test_an_old_store_with_relative_uris_reads_the_same_from_any_folder(tmp_path, monkeypatch):
+    """A store written by runs that recorded URIs relative to their working folder."""
+    path = tmp_path / "project" / "build" / "tfx" / "metadata.db"
+    path.parent.mkdir(parents=True)
+    writer = MlmdTarget(sqlite=str(path)).connection_config(read_only=False)
+    store = metadata_store.MetadataStore(writer)
+    type_id = store.put_artifact_type(metadata_store_pb2.ArtifactType(name="Model"))
+    [artifact_id] = store.put_artifacts(
+        [metadata_store_pb2.Artifact(type_id=type_id, uri="build/tfx/Trainer/model/5")]
+    )
+    monkeypatch.chdir(tmp_path)
+    reader = MlmdTarget(sqlite=str(path)).open()
+    expected = str(path.parent / "Trainer" / "model" / "5")
+    assert reader.get_artifacts_by_id([artifact_id])[0].uri == expected
+    assert [a.uri for a in reader.get_artifacts_by_type("Model")] == [expected]
+    assert [a.uri for a in reader.get_artifacts()] == [expected]

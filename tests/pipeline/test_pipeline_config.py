@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 
 from data_prep.ingest_config import ConfigError
-from pipeline.pipeline_config import PRESETS, local_preset, override
+from pipeline.pipeline_config import PRESETS, local_preset, override, with_absolute_paths
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -106,3 +106,14 @@ def test_drift_thresholds_out_of_range_fail_naming_the_field(setting, field):
     with pytest.raises(ConfigError) as error:
         override(local_preset("images/"), setting).validate()
     assert error.value.field == field
+
+
+def test_with_absolute_paths_resolves_local_paths_and_keeps_uris(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = with_absolute_paths(
+        dataclasses.replace(local_preset("photos", "build"), serving_dir="gs://bucket/serving")
+    )
+    assert config.ingest.input == str(tmp_path / "photos")
+    assert config.pipeline_root == str(tmp_path / "build" / "tfx")
+    assert config.metadata_path == str(tmp_path / "build" / "tfx" / "metadata.db")
+    assert config.serving_dir == "gs://bucket/serving"

@@ -4,6 +4,8 @@ such runs that differ in one setting: what the end-to-end tests share."""
 import dataclasses
 import pathlib
 
+import pytest
+
 from pipeline.pipeline_config import PipelineConfig, runlocal_preset
 from tests.data_prep import image_files
 
@@ -56,12 +58,18 @@ class TwoRuns:
 
 
 def run_twice(images: pathlib.Path, build: pathlib.Path) -> TwoRuns:
-    """Two runs into one store, the second with another learning rate."""
+    """Two runs into one store, the second with another learning rate. They run from the build
+    folder's parent with a relative build folder, as `make run-local` does, so the store's
+    answers from other folders are tested; the returned config holds absolute paths."""
+    from pipeline.pipeline_config import with_absolute_paths
     from pipeline.runners.local import run_local
 
-    config = tiny_config(images, build, learning_rate=FIRST_RATE)
-    first = run_local(config)
-    changed = dataclasses.replace(
-        config, trainer=dataclasses.replace(config.trainer, learning_rate=SECOND_RATE)
-    )
-    return TwoRuns(config, images, first, run_local(changed))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(build.parent)
+        config = tiny_config(images, build.name, learning_rate=FIRST_RATE)
+        first = run_local(config)
+        changed = dataclasses.replace(
+            config, trainer=dataclasses.replace(config.trainer, learning_rate=SECOND_RATE)
+        )
+        second = run_local(changed)
+        return TwoRuns(with_absolute_paths(config), images, first, second)

@@ -2,6 +2,7 @@
 matrix's shades, thumbnails under the ingest's limits, where a rejected file lives, loopback."""
 
 import io
+import os
 
 import pytest
 from PIL import Image
@@ -117,6 +118,14 @@ def test_thumbnails_respect_the_ingests_limits():
     assert media.thumbnail(image, ImageLimits(max_pixels=100 * 100 - 1)) is None
     assert media.thumbnail(image, ImageLimits(max_file_bytes=len(image) - 1)) is None
     assert media.thumbnail(image, ImageLimits()) is not None
+
+
+def test_a_file_thumbnail_never_opens_a_pipe_or_device(tmp_path):
+    os.mkfifo(tmp_path / "pipe.jpg")  # a reader would wait for a writer for ever
+    (tmp_path / "photo.png").write_bytes(image_files.encode(Image.new("RGB", (8, 8)), "PNG"))
+    assert media.file_thumbnail(str(tmp_path / "pipe.jpg")) is None
+    assert media.file_thumbnail("/dev/zero") is None
+    assert media.file_thumbnail(str(tmp_path / "photo.png")) is not None
 
 
 @pytest.mark.parametrize(
