@@ -1,30 +1,30 @@
 """Serving figures of the exported model: load time, the first (cold) request against warm
-single-image latency (why exports carry warmup requests), and TFLite float32/float16 latency.
+single-image latency (why exports carry warmup requests), and TFLite float32/float16/int8 latency.
 
 The model is the default trainer config's architecture (small_cnn, 64x64, 6 classes) with its
 initial weights: latency and load time depend on the graph and the weight count, not on the
-weights' values. Accuracy of the TFLite models is measured by the pipeline's TFLiteExport on the
-trained model, not here. SavedModel figures come from the serving check's probe, each in a fresh
-process as a model server starts (encoded JPEG bytes in: decoding and resizing included); TFLite
-figures are the
-interpreter's invoke on decoded, resized pixels (what the TFLite models take).
+weights' values (the int8 model is calibrated on random pixels). Accuracy of the TFLite models
+is measured by the pipeline's TFLiteExport on the trained model, not here. SavedModel figures
+come from the serving check's probe, each in a fresh process as a model server starts (encoded
+JPEG bytes in: decoding and resizing included); TFLite figures are the interpreter's invoke on
+decoded, resized pixels (what the TFLite models take), one thread.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import time
 
 import numpy as np
 
 RUNS = 3  # fresh processes for the SavedModel figures; the median is reported
 LATENCY_REQUESTS = 300
 CLASSES = 6
+CALIBRATION_IMAGES = 50
 
 
 def _export(directory: str):
-    from components.tflite_export import convert, pixels_function
+    from components.tflite_export import FILES, convert, pixels_function
     from components.trainer import export
     from components.trainer.model import build_model
     from components.trainer.preprocessing import Normalization
@@ -36,26 +36,11 @@ def _export(directory: str):
     labels = [f"class_{i}" for i in range(CLASSES)]
     export.export_model(model, directory, config.image_size, labels, normalization)
     function = pixels_function(model, config.image_size, normalization)
+    shape = (CALIBRATION_IMAGES, config.image_size, config.image_size, 3)
+    representative = np.random.default_rng(0).uniform(0, 255, shape).astype(np.float32)
     return config.image_size, {
-        name: convert(function, model, name) for name in ("float32", "float16")
+        name: convert(function, model, name, representative) for name in FILES
     }
-
-
-def _tflite_latency(flatbuffer: bytes, image_size: int) -> tuple[float, float]:
-    import tensorflow as tf
-
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
-    interpreter.allocate_tensors()
-    index = interpreter.get_input_details()[0]["index"]
-    pixels = np.random.default_rng(0).uniform(0, 255, (1, image_size, image_size, 3))
-    interpreter.set_tensor(index, pixels.astype(np.float32))
-    interpreter.invoke()
-    times = []
-    for _ in range(LATENCY_REQUESTS):
-        start = time.perf_counter()
-        interpreter.invoke()
-        times.append((time.perf_counter() - start) * 1000)
-    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
 
 
 def _probe_in_fresh_process(model_dir: str) -> dict:
@@ -93,11 +78,13 @@ def run(workdir: str) -> list[dict]:
         {"name": "serving.saved_model.p50", "value": p50, "unit": "ms"},
         {"name": "serving.saved_model.p99", "value": p99, "unit": "ms"},
     ]
+    from components.tflite_export import single_image_latency
+
     for name, flatbuffer in flatbuffers.items():
-        tflite_p50, tflite_p99 = _tflite_latency(flatbuffer, image_size)
+        tflite = single_image_latency(flatbuffer, image_size, LATENCY_REQUESTS)
         records += [
-            {"name": f"serving.tflite_{name}.p50", "value": tflite_p50, "unit": "ms"},
-            {"name": f"serving.tflite_{name}.p99", "value": tflite_p99, "unit": "ms"},
+            {"name": f"serving.tflite_{name}.p50", "value": tflite["p50"], "unit": "ms"},
+            {"name": f"serving.tflite_{name}.p99", "value": tflite["p99"], "unit": "ms"},
             {
                 "name": f"serving.tflite_{name}.size",
                 "value": len(flatbuffer) / 2**20,

@@ -11,9 +11,13 @@ Per-class metrics are defined here only (the run summary, the model card and the
 from this artifact): a value with no defined answer (precision of a class never predicted, recall
 of a class with no eval image) is None, null in the JSON, shown as UNDEFINED, never 0.
 
+Each listed mistake gets a Grad-CAM overlay (components/gradcam.py) of the class the model
+answered: where in the image it found that class.
+
 Files: evaluation.json, confusion_matrix.png, misclassified.csv (all of them, most confident
-mistakes first; the JSON lists the first MAX_LISTED), eval_scores.npz (labels, probabilities and
-source paths of every eval example, in the split's file order).
+mistakes first; the JSON lists the first MAX_LISTED), gradcam/<n>.png (the overlay of the n-th
+listed mistake, named in its row), eval_scores.npz (labels, probabilities and source paths of
+every eval example, in the split's file order).
 """
 
 import csv
@@ -29,7 +33,7 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 from tfx.utils import path_utils
 
-from components import saved_model_cache
+from components import gradcam, saved_model_cache
 from components.artifacts import EvaluationReport
 from components.eval_split import read_batches, split_files
 from components.trainer.export import EXAMPLES_SIGNATURE
@@ -39,6 +43,7 @@ REPORT_FILE = "evaluation.json"
 CONFUSION_PNG = "confusion_matrix.png"
 MISCLASSIFIED_CSV = "misclassified.csv"
 SCORES_FILE = "eval_scores.npz"
+GRADCAM_DIR = "gradcam"
 UNDEFINED = "-"  # how a metric with no defined value (None) is shown
 MAX_LISTED = 100
 TOP_PAIRS = 5
@@ -48,6 +53,7 @@ MISCLASSIFIED_FIELDS = (
     "predicted",
     "predicted_probability",
     "true_probability",
+    "gradcam",  # the overlay's path in the report's folder; empty past the listed mistakes
 )
 
 
@@ -247,6 +253,33 @@ def write_report(report: dict, directory: str) -> None:
         handle.write(png)
 
 
+def explain_mistakes(
+    saved_model_dir: str, files: list[str], mistakes: list[dict], directory: str
+) -> None:
+    """Writes the Grad-CAM overlay of the answered class of each of `mistakes` (rows of
+    build_report's list, whose images are in `files`) to GRADCAM_DIR, and names it in the row."""
+    if not mistakes:
+        return
+    wanted = {row["source_path"] for row in mistakes}
+    images: dict[str, bytes] = {}
+    for batch in read_batches(files):
+        for path, image in zip(batch.source_paths, batch.images.numpy(), strict=True):
+            if path in wanted:
+                images.setdefault(path, image)
+        if len(images) == len(wanted):
+            break
+    explainer = gradcam.Explainer(saved_model_dir)
+    explained = explainer.explain(
+        [images[row["source_path"]] for row in mistakes],
+        [explainer.label_names.index(row["predicted"]) for row in mistakes],
+    )
+    for index, (row, explanation) in enumerate(zip(mistakes, explained, strict=True)):
+        name = f"{GRADCAM_DIR}/{index}.png"
+        with FileSystems.create(os.path.join(directory, name)) as handle:
+            handle.write(gradcam.overlay(explanation))
+        row["gradcam"] = name
+
+
 @component
 def EvaluationReportGen(  # noqa: N802  TFX component names are classes
     model: InputArtifact[standard_artifacts.Model],
@@ -254,13 +287,15 @@ def EvaluationReportGen(  # noqa: N802  TFX component names are classes
     report: OutputArtifact[EvaluationReport],
     eval_split: Parameter[str] = "eval",
 ) -> None:
-    """Scores `eval_split` with the exported model; writes the readable evaluation and the
-    per-example scores."""
+    """Scores `eval_split` with the exported model; writes the readable evaluation, the Grad-CAM
+    overlays of the listed mistakes and the per-example scores."""
     saved_model_dir = path_utils.serving_model_path(model.uri)
-    scores = score_split(saved_model_dir, split_files(examples, eval_split))
+    files = split_files(examples, eval_split)
+    scores = score_split(saved_model_dir, files)
     built = build_report(
         read_label_names(saved_model_dir), scores.labels, scores.probabilities, scores.source_paths
     )
+    explain_mistakes(saved_model_dir, files, built["misclassified"][:MAX_LISTED], report.uri)
     write_report(built, report.uri)
     write_scores(scores, report.uri)
     report.set_float_custom_property("accuracy", built["accuracy"])

@@ -33,12 +33,10 @@ from components.artifacts import DataHealth, EvaluationReport, IngestReport, Mod
 from components.data_health import HEALTH_FILE, read_health
 from components.data_health import counts as health_counts
 from components.evaluation_report import shown
-from components.model_card_reader import CARD_JSON, CARD_MARKDOWN
+from components.model_card_reader import CARD_JSON, CARD_MARKDOWN, EVALUATION_DIR, TFLITE_DIR
 from components.trainer.serving_assets import read_label_names
 from data_prep.ingest import IngestOutputs, read_ingest_report
 
-TFLITE_DIR = "tflite"
-EVALUATION_DIR = "evaluation"
 PACKAGES = (
     "imgpipe",
     "tensorflow",
@@ -210,7 +208,10 @@ def build_card(
         "tflite": {
             "files": tflite_report["files"],
             "conversion_failed": tflite_report["conversion_failed"],
+            "refused": tflite_report["refused"],
+            "tensor_types": tflite_report["tensor_types"],
             "bytes": tflite_report["bytes"],
+            "latency_ms": tflite_report["latency_ms"],
             "eval": tflite_report["eval"],
             "not_convertible": tflite_report["not_convertible"],
         },
@@ -266,7 +267,8 @@ def card_markdown(card: dict) -> str:
     tflite_input = card["input_spec"]["tflite"]["input"]
     lines += [
         f"- TFLite (`tflite/`): `{tflite_input['name']}` float32 {tflite_input['shape']}, "
-        f"{tflite_input['meaning']}",
+        f"{tflite_input['meaning']}; the int8 model takes them as uint8 and returns uint8 "
+        "probabilities (scale and zero point in `tflite/tflite_report.json`)",
         "",
         "## Classes (eval split)",
         "",
@@ -309,18 +311,17 @@ def card_markdown(card: dict) -> str:
             f"{check['latency_ms']['p50']:.2f} ms, p99 {check['latency_ms']['p99']:.2f} ms"
         )
     lines.extend(f"- problem: {problem}" for problem in check["problems"])
-    tflite, refused = card["tflite"]["eval"], card["tflite"]["not_convertible"]
-    gaps = ", ".join(f"{k} {v:+.2f}" for k, v in tflite["accuracy_gap_points"].items())
+    refused = card["tflite"]["not_convertible"]
     lines += [
-        f"- TFLite accuracy on {tflite['examples']} eval images: "
-        + ", ".join(f"{k} {v:.4f}" for k, v in tflite["accuracy"].items())
-        + f" (points below the SavedModel: {gaps})",
+        *tflite_table(card["tflite"]),
+        "",
         f"- not convertible to TFLite builtins: {', '.join(refused['ops']) or 'nothing'} "
         f"({refused['note']})",
         *(
             f"- TFLite {name} conversion failed on: {', '.join(ops)}"
             for name, ops in card["tflite"]["conversion_failed"].items()
         ),
+        *(f"- TFLite {name} refused: {why}" for name, why in card["tflite"]["refused"].items()),
         "",
         "Package versions: "
         + ", ".join(f"{k} {v}" for k, v in card["package_versions"].items() if v),
@@ -351,6 +352,30 @@ def _data_health_lines(health: dict) -> list[str]:
         for issue in health["label_issues"][:10]
     ]
     return [*lines, ""]
+
+
+def tflite_table(tflite: dict) -> list[str]:
+    """Each converted TFLite model against the SavedModel on the eval split: accuracy, the gap
+    in points, size, single-image latency on one thread, and the file (or why none)."""
+    compared = tflite["eval"]
+    lines = [
+        "",
+        f"TFLite models on the {compared['examples']} eval images (SavedModel accuracy "
+        f"{compared['accuracy']['saved_model']:.4f}):",
+        "",
+        "| model | accuracy | points below the SavedModel | size (MiB) | latency p50 / p99 (ms) "
+        "| file |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, gap in compared["accuracy_gap_points"].items():
+        latency = tflite["latency_ms"][name]
+        file = f"`tflite/{tflite['files'][name]}`" if name in tflite["files"] else "refused"
+        lines.append(
+            f"| {name} | {compared['accuracy'][name]:.4f} | {gap:+.2f} | "
+            f"{tflite['bytes'][name] / 2**20:.2f} | {latency['p50']:.2f} / "
+            f"{latency['p99']:.2f} | {file} |"
+        )
+    return lines
 
 
 def _yes(flag: bool) -> str:

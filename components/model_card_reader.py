@@ -12,6 +12,9 @@ from components import metadata_keys
 
 CARD_JSON = "model_card.json"
 CARD_MARKDOWN = "model_card.md"
+# Beside a pushed model: the folders the TFLite models and the readable evaluation are copied to.
+TFLITE_DIR = "tflite"
+EVALUATION_DIR = "evaluation"
 
 
 def card_folder(artifact: mlmd_pb2.Artifact) -> str:

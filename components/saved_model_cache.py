@@ -8,7 +8,7 @@ for the serving check's report.
 A Model artifact's files never change, so the path names the model; the last two are kept:
 the Evaluator scores the candidate and its baseline, and the other two then score the
 candidate. TFLiteExport rebuilds the Keras model from its recorded architecture and variables
-instead (tflite_export.rebuild_keras_model): freezing the restored network for TFLite is
+instead (export.rebuild_keras_model): freezing the restored network for TFLite is
 several times slower than freezing the Keras model, more than the shared load would save.
 """
 

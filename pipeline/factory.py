@@ -352,6 +352,7 @@ def create_pipeline(
         model=trainer.outputs["model"],
         examples=example_gen.outputs["examples"],
         readable_evaluation=evaluation_report.outputs["report"],
+        int8_max_accuracy_gap_points=config.int8_max_accuracy_gap_points,
     )
     pusher = tfx.components.Pusher(
         model=trainer.outputs["model"],

@@ -80,6 +80,9 @@ class PipelineConfig:
         default).
       min_accuracy: the Evaluator blesses (and the Pusher pushes) only a model whose eval
         accuracy reaches this and does not fall below the last blessed model's.
+      int8_max_accuracy_gap_points: the int8 TFLite model is refused (not written, not placed
+        beside the pushed model; the summary says why) when its eval accuracy falls more than
+        this many percentage points below the SavedModel's. The float models are kept.
       name: pipeline name; ML Metadata groups runs under it.
       pipeline_root: where TFX writes every artifact.
       metadata_path: the SQLite ML Metadata store of local runs.
@@ -99,6 +102,7 @@ class PipelineConfig:
     gate: GateConfig = GateConfig()
     tuning: TuningConfig = TuningConfig()
     min_accuracy: float = 0.9
+    int8_max_accuracy_gap_points: float = 1.0
     name: str = "imgpipe"
     pipeline_root: str = "build/tfx"
     metadata_path: str = metadata_path_under("build")
@@ -112,6 +116,11 @@ class PipelineConfig:
             raise ConfigError("name", f"{self.name!r} must match {_NAME.pattern}")
         if not 0.0 <= self.min_accuracy <= 1.0:
             raise ConfigError("min_accuracy", f"{self.min_accuracy} is not between 0 and 1")
+        if not 0.0 <= self.int8_max_accuracy_gap_points <= 100.0:
+            raise ConfigError(
+                "int8_max_accuracy_gap_points",
+                f"{self.int8_max_accuracy_gap_points} is not between 0 and 100",
+            )
         for field in ("pipeline_root", "metadata_path", "serving_dir"):
             if not getattr(self, field):
                 raise ConfigError(field, "is empty")

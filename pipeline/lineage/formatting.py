@@ -179,13 +179,7 @@ def _model_report_lines(run: PipelineRun) -> list[str]:
             f"confusion_matrix.png and misclassified.csv in {evaluation['uri']}"
         )
     if run.tflite is not None:
-        gaps = ", ".join(
-            f"{name.split('_')[0]} {value:+.2f}"
-            for name, value in sorted(run.tflite.items())
-            if name.endswith("_gap_points")
-        )
-        gaps = gaps or "no model converted (the model card says why)"
-        lines.append(f"TFLite accuracy, points below the SavedModel on the eval split: {gaps}")
+        lines += _tflite_lines(run.tflite)
     health = run.data_health
     if health is not None:
         lines.append(
@@ -197,6 +191,27 @@ def _model_report_lines(run: PipelineRun) -> list[str]:
         )
     if run.model_card is not None:
         lines.append(f"model card: {run.model_card}")
+    return lines
+
+
+def _tflite_lines(tflite: dict) -> list[str]:
+    """Each TFLite model's points below the SavedModel on the eval split, size and single-image
+    latency (p50), and why an int8 model was refused."""
+    found = []
+    for key, gap in sorted(tflite.items()):
+        if not key.endswith("_accuracy_gap_points"):
+            continue
+        name = key.removesuffix("_accuracy_gap_points")
+        figures = [f"{gap:+.2f} points"]
+        if f"{name}_bytes" in tflite:
+            figures.append(f"{tflite[f'{name}_bytes'] / 2**20:.2f} MiB")
+        if f"{name}_latency_p50_ms" in tflite:
+            figures.append(f"p50 {tflite[f'{name}_latency_p50_ms']:.2f} ms")
+        found.append(f"{name} {', '.join(figures)}")
+    models = "; ".join(found) or "no model converted (the model card says why)"
+    lines = [f"TFLite against the SavedModel (accuracy gap, size, one-image latency): {models}"]
+    if tflite.get("int8_refused"):
+        lines.append(f"TFLite int8 refused: {tflite['int8_refused']}")
     return lines
 
 

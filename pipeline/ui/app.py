@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections
 import ipaddress
+import os
+import tempfile
 import threading
 from collections.abc import Callable
 
@@ -17,7 +19,7 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 
 from pipeline import lineage
-from pipeline.ui import health_page, media, report, views
+from pipeline.ui import health_page, media, model_pages, report, views
 
 LOCAL_HOSTS = ("localhost",)
 RUN_PAGES_KEPT = 8
@@ -64,6 +66,7 @@ class _RunPages:
 def create_app(open_store: Callable[[], metadata_store.MetadataStore], where: str) -> flask.Flask:
     """open_store() gives a read-only store per request; `where` names it in the page footer."""
     app = flask.Flask(__name__)
+    app.jinja_env.filters["markdown"] = model_pages.render_markdown
     run_pages = _RunPages()
 
     @app.context_processor
@@ -99,7 +102,7 @@ def create_app(open_store: Callable[[], metadata_store.MetadataStore], where: st
 
         return flask.render_template("run.html", view=view, image_src=image_src)
 
-    @app.get("/run/<run_id>/<any(rejected, mistake):kind>/<int:index>.jpg")
+    @app.get("/run/<run_id>/<any(rejected, mistake, gradcam):kind>/<int:index>.jpg")
     def run_image(run_id: str, kind: str, index: int):
         image = run_pages.get(open_store(), run_id).images.get((kind, index))
         if image is None:
@@ -158,5 +161,48 @@ def create_app(open_store: Callable[[], metadata_store.MetadataStore], where: st
     def examples_lineage(examples_id: int):
         found = lineage.examples_lineage(open_store(), examples_id)
         return flask.render_template("examples.html", found=found)
+
+    @app.get("/models")
+    def models():
+        return flask.render_template("models.html", versions=model_pages.models_view(open_store()))
+
+    @app.get("/models/<int:model_id>")
+    def model(model_id: int):
+        view = model_pages.model_view(open_store(), model_id)
+        return flask.render_template("model.html", view=view)
+
+    @app.get("/models/<int:model_id>/saved_model.tar.gz")
+    def model_archive(model_id: int):
+        view = model_pages.model_view(open_store(), model_id)
+        if not view.has_saved_model:
+            flask.abort(404)
+        archive = tempfile.TemporaryFile()  # noqa: SIM115  Flask closes it after sending
+        model_pages.saved_model_archive(view.version.folder, archive)
+        archive.seek(0)
+        name = f"{view.version.run.pipeline}-{view.version.version}-saved_model.tar.gz"
+        return flask.send_file(archive, mimetype="application/gzip", download_name=name)
+
+    @app.get("/models/<int:model_id>/files/<path:name>")
+    def model_file(model_id: int, name: str):
+        view = model_pages.model_view(open_store(), model_id)
+        if name not in view.files:  # only the files the page lists, never another path
+            flask.abort(404)
+        return flask.send_file(  # absolute: Flask reads a relative path from its package
+            os.path.abspath(os.path.join(view.version.folder, view.files[name])),
+            as_attachment=not name.endswith(".png"),
+        )
+
+    @app.get("/compare")
+    def compare():
+        arguments = flask.request.args
+        view = model_pages.compare_view(
+            open_store(),
+            arguments.getlist("run"),
+            sort=arguments.get("sort", "run"),
+            descending=arguments.get("order", "desc") != "asc",
+            query=arguments.get("q", ""),
+            status=arguments.get("status", ""),
+        )
+        return flask.render_template("compare.html", view=view, columns=model_pages.COLUMNS)
 
     return app

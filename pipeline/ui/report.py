@@ -13,7 +13,7 @@ import jinja2
 from ml_metadata.metadata_store import metadata_store
 
 from pipeline.runners.airflow import SUMMARIES_DIR, summary_file_name
-from pipeline.ui import media, views
+from pipeline.ui import media, model_pages, views
 
 REPORT_SUFFIX = ".html"
 
@@ -27,6 +27,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     css = importlib.resources.files("pipeline.ui").joinpath("static", "style.css").read_text()
+    environment.filters["markdown"] = model_pages.render_markdown
     environment.globals.update(
         page_url=lambda endpoint, **arguments: None, standalone=True, css=css, store_name=""
     )

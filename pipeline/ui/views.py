@@ -63,6 +63,7 @@ class Mistake:
     predicted_probability: float
     true_probability: float
     has_image: bool
+    has_gradcam: bool  # a Grad-CAM overlay of the answered class (image kind "gradcam")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +88,8 @@ class RunView:
     charts: tuple[curves.Chart, ...]
     evaluation: EvaluationView | None
     model_card: str | None  # model_card.md as written
-    images: dict[tuple[str, int], bytes]  # ("rejected" | "mistake", index) -> JPEG thumbnail
+    # ("rejected" | "mistake" | "gradcam", index) -> JPEG thumbnail
+    images: dict[tuple[str, int], bytes]
 
     @property
     def lineage_model_id(self) -> int | None:
@@ -236,6 +238,11 @@ def _evaluation(artifacts: dict, images: dict) -> EvaluationView | None:
     for index, row in enumerate(listed):
         if row["source_path"] in found:
             images[("mistake", index)] = found[row["source_path"]]
+        overlay = None
+        if row.get("gradcam"):
+            overlay = media.file_thumbnail(posixpath.join(report_artifact.uri, row["gradcam"]))
+        if overlay is not None:
+            images[("gradcam", index)] = overlay
         mistakes.append(
             Mistake(
                 index,
@@ -245,6 +252,7 @@ def _evaluation(artifacts: dict, images: dict) -> EvaluationView | None:
                 row["predicted_probability"],
                 row["true_probability"],
                 row["source_path"] in found,
+                overlay is not None,
             )
         )
     return EvaluationView(

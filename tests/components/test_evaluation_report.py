@@ -134,6 +134,13 @@ def test_component_scores_every_eval_example_and_names_the_mistakes(
     # Source paths come from the Examples (the conftest writes '<label>/<index>.jpg').
     assert all(row["source_path"].startswith(f"{row['true']}/") for row in mistakes)
     assert os.path.getsize(tmp_path / report.CONFUSION_PNG) > 0
+    # Each listed mistake has its Grad-CAM overlay, a PNG named in its row of the JSON and CSV.
+    listed = written["misclassified"]
+    assert [row["gradcam"] for row in listed] == [f"gradcam/{i}.png" for i in range(len(listed))]
+    assert [row["gradcam"] for row in mistakes[: len(listed)]] == [r["gradcam"] for r in listed]
+    for row in listed:
+        with Image.open(tmp_path / row["gradcam"]) as overlay:
+            assert overlay.format == "PNG" and overlay.size == (160, 160)
     # Every example's scores are kept, in the split's order, for TFLiteExport to compare with.
     scores = report.read_scores(str(tmp_path))
     assert scores.probabilities.shape == (EVAL_EXAMPLES, 3) == (len(scores.source_paths), 3)

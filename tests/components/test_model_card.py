@@ -37,3 +37,24 @@ def test_signature_spec_reads_both_signatures_from_the_saved_model(model_artifac
     for signature in spec.values():
         assert signature["outputs"]["probabilities"] == {"dtype": "float32", "shape": [None, 3]}
         assert signature["outputs"]["class_names"]["dtype"] == "string"
+
+
+def test_the_tflite_table_gives_each_models_gap_size_latency_and_file_or_refusal():
+    tflite = {
+        "files": {"float32": "model_float32.tflite"},
+        "bytes": {"float32": 2**20, "int8": 2**18},
+        "latency_ms": {"float32": {"p50": 1.1, "p99": 2.0}, "int8": {"p50": 0.3, "p99": 0.5}},
+        "eval": {
+            "examples": 100,
+            "accuracy": {"saved_model": 0.95, "float32": 0.95, "int8": 0.92},
+            "accuracy_gap_points": {"float32": 0.0, "int8": 3.0},
+        },
+    }
+
+    lines = model_card.tflite_table(tflite)
+
+    assert "SavedModel accuracy 0.9500" in lines[1]
+    assert lines[-2:] == [
+        "| float32 | 0.9500 | +0.00 | 1.00 | 1.10 / 2.00 | `tflite/model_float32.tflite` |",
+        "| int8 | 0.9200 | +3.00 | 0.25 | 0.30 / 0.50 | refused |",
+    ]

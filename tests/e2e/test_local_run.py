@@ -172,6 +172,10 @@ def test_pushed_model_carries_both_blessings_its_card_tflite_and_evaluation(firs
     # Same weights, same preprocessing: the float32 TFLite model matches the SavedModel.
     assert card["tflite"]["eval"]["max_abs_probability_difference"]["float32"] <= 1e-5
     assert "tf.DecodeImage" in card["tflite"]["not_convertible"]["ops"]
+    # The int8 model lies beside the pushed model unless it was refused, and the card says which.
+    int8_placed = os.path.isfile(os.path.join(pushed, "tflite", "model_int8.tflite"))
+    assert int8_placed == ("int8" not in card["tflite"]["refused"])
+    assert set(card["tflite"]["latency_ms"]) == {"float32", "float16", "int8"}
     # The data's health: distinct images, every eval image checked for a likely label error,
     # recorded on an artifact whose execution read these Examples.
     health = card["data_health"]

@@ -23,6 +23,7 @@ def test_presets_are_valid_and_keep_state_under_the_build_dir(preset):
         ({"schedule": "daily"}, "schedule"),
         ({"schedule": "@fortnightly"}, "schedule"),
         ({"schedule": "0 3 * *"}, "schedule"),
+        ({"int8_max_accuracy_gap_points": -0.5}, "int8_max_accuracy_gap_points"),
     ],
 )
 def test_bad_values_fail_naming_the_field(change, field):

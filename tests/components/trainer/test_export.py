@@ -1,19 +1,21 @@
 """Both serving signatures run the training preprocessing and agree with each other and with the
 training input path; the export carries valid TF Serving warmup requests, its label names and
-the normalization its signatures apply."""
+the normalization its signatures apply; the Keras model is rebuilt from an export exactly."""
 
 import dataclasses
 import hashlib
 import os
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras as keras
 from tensorflow_serving.apis import prediction_log_pb2
 
 from components.serving_probe import check_outputs
 from components.trainer import export, input_pipeline, serving_assets
-from components.trainer.model import build_model
+from components.trainer.model import BackboneInput, build_model
 from components.trainer.preprocessing import Normalization, preprocess_image
 from components.trainer.trainer_config import runlocal
 from data_prep.contract import features
@@ -180,3 +182,32 @@ def _bfloat16_tensors(graph) -> int:
     here = sum(t.dtype == tf.bfloat16 for op in graph.get_operations() for t in op.outputs)
     functions = graph._functions.values()  # noqa: SLF001  (no public walk over called functions)
     return here + sum(_bfloat16_tensors(f.graph) for f in functions if hasattr(f, "graph"))
+
+
+def test_the_rebuilt_keras_model_is_the_exported_one(tmp_path):
+    config = dataclasses.replace(runlocal(), backbone_preprocessing=True)  # a custom layer too
+    exported = build_model(config, 3, NORMALIZATION)
+    exported.save(tmp_path / "model", save_format="tf")
+    images = np.random.default_rng(1).normal(size=(4, *exported.input_shape[1:]))
+
+    rebuilt = export.rebuild_keras_model(str(tmp_path / "model"))
+    loaded = keras.models.load_model(tmp_path / "model", compile=False)
+
+    assert any(isinstance(layer, BackboneInput) for layer in rebuilt.layers)
+    assert [w.name for w in rebuilt.weights] == [w.name for w in loaded.weights]
+    for mine, theirs in zip(rebuilt.weights, loaded.weights, strict=True):
+        assert np.array_equal(mine.numpy(), theirs.numpy())
+    assert np.array_equal(rebuilt(images, training=False), loaded(images, training=False))
+
+
+def test_rebuilding_refuses_variables_that_miss_part_of_the_architecture(tmp_path):
+    inputs = keras.Input((4,))
+    smaller = keras.Model(inputs, keras.layers.Dense(3)(inputs))
+    larger = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Dense(3)(inputs)))
+    smaller.save(tmp_path / "smaller", save_format="tf")
+    larger.save(tmp_path / "larger", save_format="tf")
+    shutil.rmtree(tmp_path / "larger" / "variables")
+    shutil.copytree(tmp_path / "smaller" / "variables", tmp_path / "larger" / "variables")
+
+    with pytest.raises(AssertionError):
+        export.rebuild_keras_model(str(tmp_path / "larger"))

@@ -22,7 +22,14 @@ RUN = PipelineRun(
     blessed=True,
     pushed_to="/build/serving/imgpipe/1",
     serving_check={"blessed": True},
-    tflite={"float16_accuracy_gap_points": 0.5, "saved_model_accuracy": 0.9},
+    tflite={
+        "float16_accuracy_gap_points": 0.5,
+        "float16_bytes": 3 * 2**19,
+        "float16_latency_p50_ms": 0.25,
+        "int8_accuracy_gap_points": 2.5,
+        "int8_refused": "int8 accuracy 0.8750 is 2.50 points below the SavedModel's 0.9000",
+        "saved_model_accuracy": 0.9,
+    },
     model_card="/build/serving/imgpipe/1/model_card",
 )
 
@@ -39,7 +46,13 @@ def test_a_pushed_run_says_its_data_accuracy_push_and_reports():
         "pushed: /build/serving/imgpipe/1",
     ]
     assert "serving check: passed" in lines
-    assert "TFLite accuracy, points below the SavedModel on the eval split: float16 +0.50" in lines
+    assert (
+        "TFLite against the SavedModel (accuracy gap, size, one-image latency): "
+        "float16 +0.50 points, 1.50 MiB, p50 0.25 ms; int8 +2.50 points"
+    ) in lines
+    assert (
+        "TFLite int8 refused: int8 accuracy 0.8750 is 2.50 points below the SavedModel's 0.9000"
+    ) in lines
     assert lines[-1] == "model card: /build/serving/imgpipe/1/model_card"
 
 
@@ -47,8 +60,8 @@ def test_a_run_whose_tflite_conversions_all_failed_says_so():
     failed = dataclasses.replace(RUN, tflite={"saved_model_accuracy": 0.9})
     lines = format_run_summary(failed).splitlines()
     assert (
-        "TFLite accuracy, points below the SavedModel on the eval split: no model converted "
-        "(the model card says why)"
+        "TFLite against the SavedModel (accuracy gap, size, one-image latency): no model "
+        "converted (the model card says why)"
     ) in lines
 
 

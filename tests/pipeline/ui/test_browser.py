@@ -2,9 +2,11 @@
 Playwright (no browser download), against the app serving the two-run store (conftest.py).
 
 Checks that every page loads with no console error and no failed request, the runs table has
-both runs, the gallery's images and the rejected files' thumbnails load (natural width > 0), the
-lineage picture is there and its nodes lead to pages, the diff shows the changed setting, and the
-self-contained report shows its images with nothing fetched from the network. With
+both runs, the gallery's images, their Grad-CAM overlays and the rejected files' thumbnails load
+(natural width > 0), the lineage picture is there and its nodes lead to pages, the diff shows the
+changed setting, the model pages show the rendered card, the confusion matrix and working
+downloads, the comparison sorts, filters and overlays curves, and the self-contained report
+shows its images with nothing fetched from the network. With
 IMGPIPE_UI_SCREENSHOT=path the run page's screenshot (the README's) is written there.
 """
 
@@ -78,17 +80,67 @@ def test_the_runs_table_has_both_runs_and_compares_the_two_selected(browser, ser
 
 def test_the_run_page_shows_the_gallery_thumbnails_and_curves(browser, served, two_runs):
     page = browser.open(f"{served}/run/{two_runs.first.run_id}")
-    mistakes = browser.widths("#gallery img")
+    mistakes = browser.widths("#gallery img.photo")
     assert mistakes and all(width > 0 for width in mistakes)
     assert page.locator("figure.mistake").count() == len(mistakes)
+    overlays = browser.widths("#gallery img.gradcam")  # a Grad-CAM beside every mistake
+    assert len(overlays) == len(mistakes) and all(width > 0 for width in overlays)
     rejected = page.locator("figure.rejected", has_text=DUPLICATE)
     assert rejected.locator("img").evaluate("image => image.naturalWidth") > 0
     assert page.locator(".chart polyline").count() >= 4
     assert page.locator("#confusion tbody tr").count() == 3
+    assert page.locator("#model-card + .rendered table").count() >= 2  # the card, rendered
     if os.environ.get("IMGPIPE_UI_SCREENSHOT"):  # the README's: metrics, confusion matrix, gallery
         page.evaluate("document.getElementById('evaluation').scrollIntoView()")
         page.screenshot(path=os.environ["IMGPIPE_UI_SCREENSHOT"])
     browser.open(f"{served}/run/{two_runs.second.run_id}")
+
+
+def test_the_model_pages_show_the_card_the_confusion_matrix_and_downloads(
+    browser, served, two_runs
+):
+    page = browser.open(served + "/models")
+    page.click(f"#models tr[data-model='{two_runs.first.model_id}'] a")
+    page.wait_for_load_state("load")
+    assert page.url.endswith(f"/models/{two_runs.first.model_id}")
+    assert browser.widths("#confusion-matrix")[0] > 0
+    assert page.locator("#card table").count() >= 2  # the card's tables, rendered
+    assert page.locator("#gates tbody tr").count() >= 3
+    links = page.eval_on_selector_all("#files a", "links => links.map(a => a.href)")
+    assert any(link.endswith("saved_model.tar.gz") for link in links)
+    assert any(link.endswith("model_float32.tflite") for link in links)
+    for link in links:
+        response = page.request.get(link)
+        assert response.status == 200 and len(response.body()) > 0, link
+    assert browser.problems == []
+
+
+def test_the_comparison_sorts_filters_and_overlays_the_ticked_runs(browser, served, two_runs):
+    first, second = two_runs.first.run_id, two_runs.second.run_id
+    page = browser.open(served + "/compare")
+
+    def listed():
+        return page.eval_on_selector_all(
+            "#compared tbody tr", "rows => rows.map(r => r.dataset.run)"
+        )
+
+    page.click("#compared a[data-sort='run']")  # sorted by run id, newest first: flip it
+    page.wait_for_load_state("load")
+    assert listed() == [first, second]
+    page.fill("input[name=q]", second)
+    page.click("#apply")
+    page.wait_for_load_state("load")
+    assert listed() == [second]
+    browser.open(served + "/compare")
+    for run_id in (first, second):
+        page.check(f"#compared input[value='{run_id}']")
+    page.click("#draw")
+    page.wait_for_load_state("load")
+    curves = page.locator("#curves + .charts .chart")
+    assert curves.count() >= 2
+    assert curves.first.locator("polyline").count() == 2  # one series per ticked run
+    assert page.locator("#accuracy + .charts polyline").count() == 1
+    assert browser.problems == []
 
 
 def test_the_lineage_picture_is_there_and_its_nodes_lead_to_pages(browser, served, two_runs):

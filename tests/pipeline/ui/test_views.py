@@ -50,6 +50,10 @@ def test_the_run_view_gallery_is_the_evaluation_reports_mistakes_with_their_imag
     assert [m.source_path for m in mistakes] == [r["source_path"] for r in written["misclassified"]]
     assert [m.predicted for m in mistakes] == [r["predicted"] for r in written["misclassified"]]
     assert all(m.has_image and ("mistake", m.index) in view.images for m in mistakes)
+    # Each mistake's Grad-CAM overlay, from the report's gradcam/ folder, shown as a JPEG.
+    assert all(
+        m.has_gradcam and view.images[("gradcam", m.index)][:2] == b"\xff\xd8" for m in mistakes
+    )
     counts = [count for row in view.evaluation.matrix for count, _ in row]
     assert sum(counts) == written["examples"]
 

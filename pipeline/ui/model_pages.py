@@ -1,0 +1,307 @@
+"""What the model pages and the run comparison show: the pushed versions with their metrics, gate
+decisions and data; one version's rendered model card and downloadable files; and a table of
+runs, sorted and filtered on the server, with accuracy and training curves across the runs
+chosen. Computed from pipeline/lineage's run records and the files the pushed version holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import posixpath
+import tarfile
+from collections.abc import Callable
+
+import markupsafe
+from ml_metadata.metadata_store import metadata_store
+
+from components.model_card_reader import CARD_JSON, CARD_MARKDOWN, EVALUATION_DIR, TFLITE_DIR
+from pipeline import lineage
+from pipeline.ui import curves
+
+# What the SavedModel download holds: the SavedModel's own files, not the card, TFLite or
+# evaluation placed beside it.
+SAVED_MODEL_PARTS = (
+    "saved_model.pb",
+    "fingerprint.pb",
+    "keras_metadata.pb",
+    "variables",
+    "assets",
+    "assets.extra",
+)
+# The training curves overlaid across compared runs: one chart per tag.
+COMPARED_TAGS = ("eval/accuracy", "eval/loss", "train/loss")
+
+
+def render_markdown(text: str | None) -> markupsafe.Markup:
+    """Markdown (CommonMark and tables) as HTML; HTML inside the text is shown as text, never
+    run, and unsafe link schemes (javascript:) are not linked."""
+    from markdown_it import MarkdownIt
+
+    if not text:
+        return markupsafe.Markup("")
+    parser = MarkdownIt("commonmark", {"html": False}).enable("table")
+    return markupsafe.Markup(parser.render(text))  # html off: the text arrives escaped
+
+
+# --- Pushed versions --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PushedVersion:
+    model_id: int
+    pushed_model_id: int
+    folder: str  # the pushed version's folder
+    run: lineage.PipelineRun  # the run that pushed it
+    later_runs: tuple[str, ...]  # runs after it that pushed nothing new (their model: this one)
+
+    @property
+    def version(self) -> str:
+        return posixpath.basename(self.folder.rstrip("/"))
+
+
+def models_view(store: metadata_store.MetadataStore) -> list[PushedVersion]:
+    """Every pushed version, newest first, with the run that pushed it."""
+    found: dict[int, tuple[lineage.PipelineRun, list[str]]] = {}
+    for run in reversed(lineage.list_runs(store)):  # oldest first: the first holder pushed it
+        if run.pushed_model_id is None or run.model_id is None:
+            continue
+        if run.pushed_model_id in found:
+            found[run.pushed_model_id][1].append(run.run_id)
+        else:
+            found[run.pushed_model_id] = (run, [])
+    versions = [
+        PushedVersion(run.model_id, pushed_id, run.pushed_to, run, tuple(later))
+        for pushed_id, (run, later) in found.items()
+    ]
+    return versions[::-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    stage: str
+    outcome: str  # passed, blessed, kept, refused, ...
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelView:
+    version: PushedVersion
+    card: dict  # model_card.json; {} when the folder holds none
+    card_html: markupsafe.Markup
+    decisions: tuple[Decision, ...]
+    files: dict[str, str]  # name shown and downloadable -> path inside the version folder
+    confusion_png: str | None  # the files' name of the confusion matrix, when there is one
+    has_saved_model: bool
+
+
+def model_view(store: metadata_store.MetadataStore, model_id: int) -> ModelView:
+    from components.evaluation_report import CONFUSION_PNG  # TensorFlow: once a page asks
+
+    for version in models_view(store):
+        if version.model_id == model_id:
+            break
+    else:
+        raise lineage.LineageError(f"no pushed version of Model {model_id}; /models lists them")
+    folder = version.folder
+    card = _read_json(posixpath.join(folder, CARD_JSON))
+    confusion = posixpath.join(EVALUATION_DIR, CONFUSION_PNG)
+    files = {
+        name: name
+        for name in (CARD_MARKDOWN, CARD_JSON, confusion)
+        if os.path.isfile(os.path.join(folder, name))
+    }
+    for name in (card.get("tflite") or {}).get("files", {}).values():
+        path = posixpath.join(TFLITE_DIR, name)
+        if os.path.isfile(os.path.join(folder, path)):
+            files[path] = path
+    markdown = None
+    if CARD_MARKDOWN in files:
+        with open(os.path.join(folder, CARD_MARKDOWN), encoding="utf-8") as handle:
+            markdown = handle.read()
+    return ModelView(
+        version=version,
+        card=card,
+        card_html=render_markdown(markdown),
+        decisions=decisions(version.run, card),
+        files=files,
+        confusion_png=confusion if confusion in files else None,
+        has_saved_model=os.path.isfile(os.path.join(folder, "saved_model.pb")),
+    )
+
+
+def decisions(run: lineage.PipelineRun, card: dict) -> tuple[Decision, ...]:
+    """The gates a pushed version went through, each with its figures."""
+    gate_detail = run.baseline_skipped or "schema, anomalies and drift within their thresholds"
+    found = [Decision("data gate", "passed", gate_detail)]
+    tfma = (card.get("metrics") or {}).get("tfma") or {}
+    rules = "; ".join(
+        f"{rule['metric']} {json.dumps({k: v for k, v in rule.items() if k != 'metric'})}"
+        for rule in tfma.get("thresholds", [])
+    )
+    baseline = ((tfma.get("baseline") or {}).get("overall") or {}).get(
+        "sparse_categorical_accuracy"
+    )
+    detail = "accuracy " + (f"{run.eval_accuracy:.4f}" if run.eval_accuracy is not None else "-")
+    if baseline is not None:
+        detail += f" against the baseline's {baseline:.4f}"
+    found.append(
+        Decision("Evaluator", "blessed", detail + (f"; thresholds: {rules}" if rules else ""))
+    )
+    check = run.serving_check or {}
+    timing = (
+        f"load {check['load_seconds']:.2f} s, one image p50 {check['latency_p50_ms']:.1f} ms"
+        if "latency_p50_ms" in check
+        else ""
+    )
+    found.append(Decision("serving check", "passed", timing))
+    tflite = run.tflite or {}
+    if "int8_accuracy_gap_points" in tflite:
+        refused = tflite.get("int8_refused")
+        found.append(
+            Decision(
+                "TFLite int8",
+                "refused" if refused else "kept",
+                refused or f"{tflite['int8_accuracy_gap_points']:+.2f} points below the SavedModel",
+            )
+        )
+    return tuple(found)
+
+
+def _read_json(path: str) -> dict:
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def saved_model_archive(folder: str, output) -> None:
+    """Writes the SavedModel of a pushed version folder as a gzip tar to the binary file
+    `output`, under a top folder named by the version."""
+    version = os.path.basename(folder.rstrip("/"))
+    with tarfile.open(fileobj=output, mode="w:gz") as archive:
+        for name in SAVED_MODEL_PARTS:
+            path = os.path.join(folder, name)
+            if os.path.exists(path):
+                archive.add(path, arcname=os.path.join(version, name))
+
+
+# --- Runs compared ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    key: str  # the sort parameter
+    title: str
+    value: Callable[[lineage.PipelineRun], object]
+    numeric: bool = False
+    digits: int = 4
+
+
+def _get(source: str, name: str):
+    return lambda run: (getattr(run, source) or {}).get(name)
+
+
+COLUMNS = (
+    Column("run", "run", lambda run: run.run_id),
+    Column("pipeline", "pipeline", lambda run: run.pipeline),
+    Column("status", "status", lambda run: run.status),
+    Column("span", "span", lambda run: run.span, numeric=True, digits=0),
+    Column("accuracy", "eval accuracy", lambda run: run.eval_accuracy, numeric=True),
+    Column("macro_f1", "macro F1", _get("evaluation", "macro_f1"), numeric=True),
+    Column(
+        "images_per_second",
+        "training images/s",
+        _get("training_performance", "images_per_second"),
+        numeric=True,
+        digits=1,
+    ),
+    Column("serving_p50", "serving p50 (ms)", _get("serving_check", "latency_p50_ms"), True, 2),
+    Column("int8_gap", "int8 gap (points)", _get("tflite", "int8_accuracy_gap_points"), True, 2),
+    Column("pushed", "pushed", lambda run: run.pushed_to),
+)
+STATUSES = ("complete", "failed", "interrupted", "running")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareView:
+    runs: tuple[lineage.PipelineRun, ...]  # the table: filtered and sorted
+    total: int  # runs in the store
+    sort: str
+    descending: bool
+    query: str
+    status: str
+    chosen: tuple[str, ...]  # run ids whose curves are drawn
+    accuracy: curves.Chart | None  # eval accuracy across the listed runs, oldest first
+    accuracy_runs: tuple[str, ...]  # the runs of its points, in order
+    charts: tuple[curves.Chart, ...]  # one per COMPARED_TAGS, a series per chosen run
+
+
+def compare_view(
+    store: metadata_store.MetadataStore,
+    chosen: list[str],
+    sort: str = "run",
+    descending: bool = True,
+    query: str = "",
+    status: str = "",
+) -> CompareView:
+    """Runs whose id, pipeline or pushed folder contains `query` and whose status is `status`
+    (any when empty), sorted by a COLUMNS key (empty values last either way); the training
+    curves of the `chosen` runs overlaid."""
+    columns = {column.key: column for column in COLUMNS}
+    if sort not in columns:
+        raise lineage.LineageError(f"no column {sort!r} to sort by; one of {', '.join(columns)}")
+    if status and status not in STATUSES:
+        raise lineage.LineageError(f"no status {status!r}; one of {', '.join(STATUSES)}")
+    every = lineage.list_runs(store)
+    picked = list(
+        {run.run_id: run for run in (lineage.find_run(every, s) for s in chosen)}.values()
+    )
+    needle = query.strip().lower()
+    listed = [
+        run
+        for run in every
+        if (not status or run.status == status)
+        and (
+            not needle
+            or any(
+                needle in (text or "").lower() for text in (run.run_id, run.pipeline, run.pushed_to)
+            )
+        )
+    ]
+    value = columns[sort].value
+    present = sorted((r for r in listed if value(r) is not None), key=value, reverse=descending)
+    listed = present + [r for r in listed if value(r) is None]
+    listed_ids = {run.run_id for run in listed}
+    by_time = [r for r in reversed(every) if r.run_id in listed_ids and r.eval_accuracy is not None]
+    accuracy = curves.chart(
+        "eval accuracy by run",
+        {"eval accuracy": [(i, run.eval_accuracy) for i, run in enumerate(by_time)]},
+        ["eval accuracy"],
+    )
+    return CompareView(
+        runs=tuple(listed),
+        total=len(every),
+        sort=sort,
+        descending=descending,
+        query=query,
+        status=status,
+        chosen=tuple(run.run_id for run in picked),
+        accuracy=accuracy,
+        accuracy_runs=tuple(run.run_id for run in by_time),
+        charts=tuple(_overlaid(store, picked)),
+    )
+
+
+def _overlaid(store: metadata_store.MetadataStore, runs: list[lineage.PipelineRun]):
+    """One chart per COMPARED_TAGS with a series per run (named by its run id)."""
+    scalars = {}
+    for run in runs:
+        model_run = lineage.run_artifacts(store, run).get("model_run")
+        scalars[run.run_id] = curves.read_scalars(model_run.uri) if model_run else {}
+    for tag in COMPARED_TAGS:
+        per_run = {run_id: found.get(tag, []) for run_id, found in scalars.items()}
+        drawn = curves.chart(tag, per_run, list(per_run))
+        if drawn is not None:
+            yield drawn
