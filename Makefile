@@ -45,8 +45,9 @@ help:
 	@echo "make bench-gpu [OUTPUT=dir]             ResNet-50 on a CUDA machine (< 8 min; not in CI)"
 	@echo "make lint | make setup"
 	@echo "make airflow [DATA=...]                Airflow scheduler + UI running the DAG daily (build/airflow)"
-	@echo "make airflow-test                      the DAG end to end with a real Airflow, and the Vertex spec"
-	@echo "make compile-vertex IMAGE=... PIPELINE_ROOT=gs://...  Vertex AI / Kubeflow job spec"
+	@echo "make airflow-test                      a season of drops on Airflow + MariaDB, and the Vertex spec"
+	@echo "make compile-vertex IMAGE=... PIPELINE_ROOT=gs://... [SPAN=n DRIFT_BASELINE=gs://...]"
+	@echo "                                       Vertex AI / Kubeflow job spec"
 
 setup: $(STAMP)
 
@@ -100,13 +101,16 @@ $(ORCH_STAMP): pyproject.toml constraints-orchestrators.txt
 
 airflow-test: $(ORCH_STAMP)
 	$(AIRFLOW_ENV) $(ORCH_BIN)/python -m pytest -q --timeout=2400 \
-		tests/pipeline/runners/test_airflow.py tests/pipeline/runners/test_vertex.py
+		tests/pipeline/runners/test_airflow.py tests/pipeline/runners/test_airflow_season.py \
+		tests/pipeline/runners/test_vertex.py
 
 airflow: $(ORCH_STAMP)
 	$(if $(strip $(DATA)),,$(ORCH_BIN)/imgpipe default-data --output $(BUILD)/default_data)
-	$(AIRFLOW_ENV) IMGPIPE_DATA="$(abspath $(or $(strip $(DATA)),$(BUILD)/default_data))" \
+	$(AIRFLOW_ENV) AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False \
+		IMGPIPE_DATA="$(abspath $(or $(strip $(DATA)),$(BUILD)/default_data))" \
 		IMGPIPE_BUILD_DIR=$(abspath $(BUILD)) $(ORCH_BIN)/airflow standalone
 
 compile-vertex: $(ORCH_STAMP)
 	$(ORCH_BIN)/imgpipe compile-vertex --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") \
-		--pipeline-root "$(PIPELINE_ROOT)" --image "$(IMAGE)" --output $(BUILD)/vertex/imgpipe.json
+		--pipeline-root "$(PIPELINE_ROOT)" --image "$(IMAGE)" --output $(BUILD)/vertex/imgpipe.json \
+		$(if $(strip $(SPAN)),--span $(SPAN)) $(if $(strip $(DRIFT_BASELINE)),--drift-baseline "$(DRIFT_BASELINE)")

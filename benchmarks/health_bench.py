@@ -108,8 +108,9 @@ def _save(image, path: str, quality: int) -> None:
 
 
 def _ingest(folder: str, output: str) -> tuple[dict, dict[str, dict]]:
-    from data_prep.ingest import IngestOutputs, read_source_index, run_ingest
+    from data_prep.ingest import run_ingest
     from data_prep.ingest_config import IngestConfig
+    from data_prep.ingest_outputs import IngestOutputs, read_source_index
 
     outputs = IngestOutputs.under(output)
     report = run_ingest(IngestConfig(input=folder), outputs)

@@ -18,7 +18,9 @@ from tfx.types import standard_artifacts
 
 from components import evaluation_report, metadata_keys
 from components.artifacts import DataHealth, EvaluationReport, IngestReport
-from data_prep.ingest import IngestOutputs, read_ingest_report
+from components.evaluation_report_reader import REPORT_FILE, read_report
+from data_prep.ingest import read_ingest_report
+from data_prep.ingest_outputs import IngestOutputs
 from data_prep.label_issues import find_label_issues
 
 HEALTH_FILE = "health.json"
@@ -67,9 +69,9 @@ def DataHealthGen(  # noqa: N802  TFX component names are classes
     """Writes health.json for the Examples the model was trained and evaluated on."""
     del examples  # an input for the lineage: the health belongs to these Examples
     ingest = read_ingest_report(IngestOutputs.under(ingest_report.uri))
-    readable = evaluation_report.read_report(readable_evaluation.uri)
+    readable = read_report(readable_evaluation.uri)
     if readable is None:
-        raise FileNotFoundError(f"no {evaluation_report.REPORT_FILE} in {readable_evaluation.uri}")
+        raise FileNotFoundError(f"no {REPORT_FILE} in {readable_evaluation.uri}")
     health = build_health(
         ingest, evaluation_report.read_scores(readable_evaluation.uri), readable["labels"]
     )

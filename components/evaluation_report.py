@@ -36,10 +36,10 @@ from tfx.utils import path_utils
 from components import gradcam, saved_model_cache
 from components.artifacts import EvaluationReport
 from components.eval_split import read_batches, split_files
+from components.evaluation_report_reader import REPORT_FILE, read_report  # noqa: F401
 from components.trainer.export import EXAMPLES_SIGNATURE
 from components.trainer.serving_assets import read_label_names
 
-REPORT_FILE = "evaluation.json"
 CONFUSION_PNG = "confusion_matrix.png"
 MISCLASSIFIED_CSV = "misclassified.csv"
 SCORES_FILE = "eval_scores.npz"
@@ -225,16 +225,6 @@ def read_scores(report_uri: str) -> EvalScores:
         return EvalScores(
             stored["labels"], stored["probabilities"], stored["source_paths"].tolist()
         )
-
-
-def read_report(report_uri: str) -> dict | None:
-    """evaluation.json of an EvaluationReport artifact (see build_report for its keys); None
-    when its files are gone (a pipeline root cleaned by hand)."""
-    path = os.path.join(report_uri, REPORT_FILE)
-    if not FileSystems.exists(path):
-        return None
-    with FileSystems.open(path) as handle:
-        return json.loads(handle.read())
 
 
 def write_report(report: dict, directory: str) -> None:

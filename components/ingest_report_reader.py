@@ -10,6 +10,7 @@ import json
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
+from data_prep.ingest_outputs import IngestOutputs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,13 +58,9 @@ class IngestReportRecord:
     @property
     def report_path(self) -> str:
         """The ingest's report: every file's fate, counts per split and per reject reason."""
-        from data_prep.ingest import IngestOutputs  # Beam loads when a file is asked for
-
         return IngestOutputs.under(self.uri).report_path
 
     @property
     def source_index_path(self) -> str:
         """One line per accepted image (path, sha256, split, label, shard)."""
-        from data_prep.ingest import IngestOutputs
-
         return IngestOutputs.under(self.uri).source_index_path

@@ -58,3 +58,6 @@ BLESSED_PROPERTY = "blessed"  # tfx.components.evaluator.constants.ARTIFACT_PROP
 CURRENT_MODEL_ID_PROPERTY = "current_model_id"  # ...ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY
 PUSHED_PROPERTY = "pushed"  # tfx.components.pusher.executor._PUSHED_KEY
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"  # ..._PUSHED_DESTINATION_KEY
+
+# The file a Schema artifact holds (TFX's SchemaGen and ImportSchemaGen write it; restated).
+SCHEMA_FILE = "schema.pbtxt"

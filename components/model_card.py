@@ -33,6 +33,7 @@ from components.artifacts import DataHealth, EvaluationReport, IngestReport, Mod
 from components.data_health import HEALTH_FILE, read_health
 from components.data_health import counts as health_counts
 from components.evaluation_report import shown
+from components.evaluation_report_reader import small_eval_warning
 from components.model_card_reader import CARD_JSON, CARD_MARKDOWN, EVALUATION_DIR, TFLITE_DIR
 from components.trainer.serving_assets import read_label_names
 from data_prep.ingest import IngestOutputs, read_ingest_report
@@ -199,6 +200,7 @@ def build_card(
             "macro_f1": readable["macro_f1"],
             "most_confused": readable["most_confused"],
             "misclassified_count": readable["misclassified_count"],
+            "eval_warning": small_eval_warning(readable),
         },
         "blessings": {
             "evaluator": bool(model_blessing.get_int_custom_property("blessed")),
@@ -287,6 +289,8 @@ def card_markdown(card: dict) -> str:
         compared = f" (baseline {baseline[name]:.4f})" if name in baseline else ""
         lines.append(f"- {name}: {value:.4f}{compared}")
     lines.append(f"- macro F1: {shown(metrics['macro_f1'], 4)}")
+    if metrics.get("eval_warning"):
+        lines.append(f"- **warning**: {metrics['eval_warning']}")
     for threshold in tfma_metrics["thresholds"]:
         rule = {key: value for key, value in threshold.items() if key != "metric"}
         lines.append(f"- threshold on {threshold['metric']}: `{json.dumps(rule)}`")

@@ -9,6 +9,7 @@ import posixpath
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
+from data_prep import file_access
 
 CARD_JSON = "model_card.json"
 CARD_MARKDOWN = "model_card.md"
@@ -26,10 +27,7 @@ def card_folder(artifact: mlmd_pb2.Artifact) -> str:
 
 def read_card_markdown(folder: str) -> str | None:
     """The card as Markdown, or None when the folder holds none (a cleaned pipeline root)."""
-    from apache_beam.io.filesystems import FileSystems  # Beam loads when a file is asked for
-
     path = posixpath.join(folder, CARD_MARKDOWN)
-    if not FileSystems.exists(path):
+    if not file_access.exists(path):
         return None
-    with FileSystems.open(path) as handle:
-        return handle.read().decode()
+    return file_access.read_bytes(path).decode()

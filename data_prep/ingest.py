@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import gzip
 import heapq
 import json
 import logging
@@ -23,7 +22,6 @@ import uuid
 import zlib
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindows
@@ -31,6 +29,7 @@ from apache_beam.transforms.window import GlobalWindows
 from data_prep import beam_construction_memo
 from data_prep.gc_freeze import existing_objects_frozen
 from data_prep.ingest_config import IngestConfig
+from data_prep.ingest_outputs import IngestOutputs
 from data_prep.inspection import inspect_sources
 from data_prep.plan import IngestPlan, ShardSpec, build_plan
 from data_prep.runtime import progress, running_mode
@@ -39,33 +38,10 @@ from data_prep.shards import write_shard
 from data_prep.sources import SourceFile, list_sources
 
 LOGGER = logging.getLogger(__name__)
-SOURCE_INDEX_FILE = "source_index.jsonl.gz"
 
 
 class IngestFailed(RuntimeError):
     """Too many rejects or an unusable dataset; the report says which files and why."""
-
-
-@dataclasses.dataclass(frozen=True)
-class IngestOutputs:
-    examples_dir: str  # Split-<name>/ folders of gzip TFRecord shards
-    label_map_path: str
-    report_path: str
-
-    @classmethod
-    def under(cls, output_dir: str, examples_dir: str | None = None) -> IngestOutputs:
-        """The layout `imgpipe prep` writes: shards, label map and report in one folder; or,
-        with examples_dir (ImageExampleGen's two artifacts), the shards there."""
-        return cls(
-            examples_dir or output_dir,
-            FileSystems.join(output_dir, "label_map.json"),
-            FileSystems.join(output_dir, "ingest_report.json"),
-        )
-
-    @property
-    def source_index_path(self) -> str:
-        """Beside the report: one line per accepted image (see write_source_index)."""
-        return FileSystems.join(FileSystems.split(self.report_path)[0], SOURCE_INDEX_FILE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,13 +240,6 @@ def write_source_index(
     lines = (line for _, line in heapq.merge(*shard_rows))
     with FileSystems.create(outputs.source_index_path) as handle:  # .gz: gzip by extension
         handle.write("".join(lines).encode())
-
-
-def read_source_index(path: str) -> list[dict]:
-    """The rows write_source_index wrote."""
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        text = gzip.decompress(handle.read()).decode()
-    return [json.loads(line) for line in text.splitlines()]
 
 
 def _write_json(path: str, value) -> None:

@@ -179,6 +179,8 @@ class _ConsoleHandler(logging.Handler):
             event = progress.parse(message)
             if event is not None:
                 self._console.progress(event)
+            elif (text := progress.parse_notice(message)) is not None:
+                self._console.say(f"  {self._console.component or 'run'}: {text}")
             elif found := _STARTED.match(message):
                 self._console.started(found.group(1))
             elif _CACHED.match(message):

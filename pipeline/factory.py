@@ -21,13 +21,14 @@ from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
 )
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import distribution_validator_pb2, pusher_pb2, trainer_pb2, transform_pb2
-from tfx.types import standard_artifacts
+from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.channel import Channel
 
 from components.data_health import DataHealthGen
 from components.evaluation_report import EvaluationReportGen
 from components.gate.curated_schema_gen import CuratedSchemaGen
 from components.gate.data_gate import DataGate
+from components.gate.distribution_validator import DRIFT_KEY, DistributionValidator
 from components.image_example_gen import ImageExampleGen
 from components.metadata_keys import CODE_FINGERPRINT_KEY, TRAINER_CONFIG_KEY
 from components.model_card import ModelCardGen
@@ -123,7 +124,7 @@ def statistics_options() -> tfdv.StatsOptions:
 
 
 def drift_config(gate: GateConfig) -> distribution_validator_pb2.DistributionValidatorConfig:
-    """DistributionValidator's comparators: class shares and format mix by L-infinity distance,
+    """The drift check's comparators: class shares and format mix by L-infinity distance,
     height and width histograms by Jensen-Shannon divergence, thresholds from the config."""
     thresholds = {
         features.LABEL_NAME: ("infinity_norm", gate.class_distribution_linf),
@@ -172,11 +173,32 @@ def _over_blessed_models(strategy_class, node_id: str, **inputs: Channel) -> res
     ).with_id(node_id)
 
 
-def drift_baseline(statistics: Channel) -> resolver.Resolver:
-    """The statistics of the data the newest blessed model was trained on (before this span)."""
-    return _over_blessed_models(
+def drift_baseline(statistics: Channel) -> tuple[resolver.Resolver, Channel]:
+    """The statistics of the data the newest blessed model was trained on (before this span):
+    the node that resolves them, and its channel."""
+    node = _over_blessed_models(
         BlessedTrainingStatisticsStrategy, DRIFT_BASELINE_NODE, **{STATISTICS_KEY: statistics}
     )
+    return node, node.outputs[STATISTICS_KEY]
+
+
+def imported_drift_baseline(
+    uri: str,
+) -> Callable[[Channel], tuple[importer.Importer, Channel]]:
+    """A drift baseline given as the URI of an ExampleStatistics artifact (a StatisticsGen
+    output folder, holding Split-train/): the baseline where the orchestrator can compile no
+    custom resolver (Kubeflow V2 / Vertex)."""
+
+    def baseline(statistics: Channel) -> tuple[importer.Importer, Channel]:
+        del statistics  # the baseline is the given artifact, whatever this span is
+        node = importer.Importer(
+            source_uri=uri,
+            artifact_type=standard_artifacts.ExampleStatistics,
+            properties={"split_names": artifact_utils.encode_split_names([DRIFT_SPLIT])},
+        ).with_id(DRIFT_BASELINE_NODE)
+        return node, node.outputs[importer.IMPORT_RESULT_KEY]
+
+    return baseline
 
 
 def baseline_before_candidate(candidate: Channel) -> resolver.Resolver:
@@ -229,7 +251,8 @@ def create_pipeline(
     code_fingerprint: Callable[[str], str],
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None,
     baseline_resolver: Callable[[Channel], resolver.Resolver] = baseline_before_candidate,
-    drift_resolver: Callable[[Channel], resolver.Resolver] | None = drift_baseline,
+    drift_baseline_node: Callable[[Channel], tuple[base_node.BaseNode, Channel]]
+    | None = drift_baseline,
 ) -> Pipeline:
     """Args:
     config: a validated PipelineConfig.
@@ -240,8 +263,10 @@ def create_pipeline(
     metadata_connection_config: the ML Metadata store the run writes (SQLite, MySQL); None where
       the orchestrator owns the store (Kubeflow V2 / Vertex).
     baseline_resolver: builds the Evaluator's baseline resolver from the Trainer's model channel.
-    drift_resolver: builds the drift check's baseline resolver from the statistics channel;
-      None leaves the drift check out (Kubeflow V2 / Vertex compile no custom resolver).
+    drift_baseline_node: builds the drift check's baseline (node, channel) from the statistics
+      channel: a resolver, or an importer where no custom resolver compiles
+      (imported_drift_baseline);
+      None leaves the check out (a Vertex compile of a first span: nothing to compare with).
     """
     example_gen = ImageExampleGen(
         ingest_config=config.ingest.to_json(),
@@ -257,22 +282,23 @@ def create_pipeline(
         statistics=statistics_gen.outputs["statistics"], schema=schema
     )
     drift_nodes = []
-    if drift_resolver is not None:
-        statistics_baseline = drift_resolver(statistics_gen.outputs["statistics"])
-        distribution_validator = tfx.components.DistributionValidator(
+    if drift_baseline_node is not None:
+        baseline_node, baseline = drift_baseline_node(statistics_gen.outputs["statistics"])
+        distribution_validator = DistributionValidator(
             statistics=statistics_gen.outputs["statistics"],
             # Optional: without a blessed model there is nothing to compare with (it passes).
-            baseline_statistics=statistics_baseline.outputs[STATISTICS_KEY].as_optional(),
+            baseline_statistics=baseline.as_optional(),
             config=drift_config(config.gate),
-            include_split_pairs=[(DRIFT_SPLIT, DRIFT_SPLIT)],
+            split_pairs=[(DRIFT_SPLIT, DRIFT_SPLIT)],
         )
-        drift_nodes = [statistics_baseline, distribution_validator]
+        drift_nodes = [baseline_node, distribution_validator]
     data_gate = DataGate(
         anomalies=example_validator.outputs["anomalies"],
-        drift_anomalies=drift_nodes[-1].outputs["anomalies"] if drift_nodes else None,
+        drift_anomalies=drift_nodes[-1].outputs[DRIFT_KEY] if drift_nodes else None,
         ingest_report=example_gen.outputs["ingest_report"],
         reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
         allow_class_changes=config.gate.allow_class_changes,
+        pipeline=config.name,
         max_near_duplicate_fraction=config.gate.max_near_duplicate_fraction,
     )
     transform = tfx.components.Transform(

@@ -156,6 +156,27 @@ def with_absolute_paths(config: PipelineConfig) -> PipelineConfig:
     )
 
 
+def check_data_fits(config: PipelineConfig, files: int) -> None:
+    """Raises ConfigError (before any work) when the input's share of training examples cannot
+    fill one training step on one replica, naming a batch that fits; the Trainer would fail
+    otherwise, minutes later. `files` is the input's file count, so the estimate is an upper
+    bound: rejected and ignored files make fewer examples still."""
+    share = 1.0 - config.ingest.eval_fraction - config.ingest.test_fraction
+    train = int(files * share)
+    trainer = config.trainer
+    step = trainer.batch_size * trainer.gradient_accumulation_steps
+    if train >= step:
+        return
+    fitting = 1 << max(0, (train // trainer.gradient_accumulation_steps).bit_length() - 1)
+    batch = "one batch" if trainer.gradient_accumulation_steps == 1 else "one accumulated step"
+    raise ConfigError(
+        "trainer.batch_size",
+        f"{files} labelled images in {config.ingest.input} give about {train} training examples "
+        f"({share:.0%}), fewer than {batch} of {step}; use a smaller batch "
+        f"(--set trainer.batch_size={fitting}) or add images",
+    )
+
+
 def _valid_schedule(schedule: str) -> bool:
     if schedule.startswith("@"):
         return schedule in SCHEDULE_PRESETS

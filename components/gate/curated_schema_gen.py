@@ -20,9 +20,9 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
+from components.metadata_keys import SCHEMA_FILE
 from data_prep.contract import features
 
-SCHEMA_FILE = "schema.pbtxt"  # what SchemaGen and ImportSchemaGen write in a Schema artifact
 ANALYZED_SPLIT = "train"
 
 

@@ -30,7 +30,7 @@ from components.trainer import runtime
 from components.trainer.checkpoints import stable_checkpoint_dir
 from components.trainer.report import read_report, write_report
 from components.trainer.train import train
-from components.trainer.trainer_config import TrainerConfig, with_hyperparameters
+from components.trainer.trainer_config import AugmentConfig, TrainerConfig, with_hyperparameters
 from data_prep.contract.label_map import class_names
 
 METRICS_FILE = "training_metrics.json"
@@ -47,6 +47,8 @@ def trainer_config_from_json(text: str) -> TrainerConfig:
     values = json.loads(text)
     if values.get("profile_steps") is not None:
         values["profile_steps"] = tuple(values["profile_steps"])
+    if "augment" in values:
+        values["augment"] = AugmentConfig(**values["augment"])
     return TrainerConfig(**values)
 
 

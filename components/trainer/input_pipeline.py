@@ -33,7 +33,7 @@ from components.trainer.preprocessing import (
     augment_encoded,
     preprocess_image,
 )
-from components.trainer.trainer_config import TrainerConfig
+from components.trainer.trainer_config import DEFAULT_AUGMENT, AugmentConfig, TrainerConfig
 from data_prep.contract import features
 from data_prep.runtime.cores import usable_cores
 
@@ -87,13 +87,17 @@ class PipelinePlan:
     cache_reason: str
     parallel_reads: int
 
-    def describe(self, input_context: tf.distribute.InputContext | None = None) -> str:
-        """One line: shards, batch, parallelism, cache decision; with an input context, also
-        which shards and what batch this input pipeline gets."""
+    def describe(
+        self,
+        input_context: tf.distribute.InputContext | None = None,
+        augment: AugmentConfig = DEFAULT_AUGMENT,
+    ) -> str:
+        """One line: shards, batch, parallelism, augmentation, cache decision; with an input
+        context, also which shards and what batch this input pipeline gets."""
         remainder = "dropped" if self.training else "kept"
         if self.training:
             how = "on cached images, per batch" if self.cache else "decode_and_crop_jpeg, per image"
-            augmentation = f"augmentation on (crop, flip, brightness, contrast; {how})"
+            augmentation = f"augmentation {augment.describe()} ({how})"
         else:
             augmentation = "no augmentation"
         tuning = " (untuned: see without_autotuning)" if self.training else ""
@@ -226,12 +230,16 @@ def decode_example(
 
 
 def augment_example(
-    record: tf.Tensor, seed: tf.Tensor, image_size: int, normalization: Normalization
+    record: tf.Tensor,
+    seed: tf.Tensor,
+    image_size: int,
+    normalization: Normalization,
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """A serialized tf.Example -> (augmented image, int64 label): the whole per-image work of
     uncached training in one function, so one parallel map runs it."""
     encoded, label = parse_example(record)
-    return augment_encoded(encoded, image_size, normalization, seed), label
+    return augment_encoded(encoded, image_size, normalization, seed, augment), label
 
 
 def element_seed(seed: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
@@ -322,15 +330,19 @@ def training_dataset(
     seed: int,
     input_context: tf.distribute.InputContext | None = None,
     soft_labels: SoftLabels | None = None,
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tf.data.Dataset:
     """Infinite (image, label) batches of static shape [batch, size, size, 3] and [batch] (int64);
-    with soft_labels, the labels are float32 targets [batch, classes].
+    with soft_labels, the labels are float32 targets [batch, classes]. Images are augmented as
+    `augment` sets.
 
     Without an input context, batches are global batches. With one (from
     strategy.distribute_datasets_from_function), this pipeline reads only its shards
     (pipeline_files) and makes per-replica batches; its seeds differ from other pipelines'.
     """
-    dataset = training_batches(plan, image_size, normalization, shuffle_buffer, seed, input_context)
+    dataset = training_batches(
+        plan, image_size, normalization, shuffle_buffer, seed, input_context, augment
+    )
     if soft_labels is not None:
         pipeline_id = 0 if input_context is None else input_context.input_pipeline_id
         base_seed = tf.random.experimental.stateless_fold_in(
@@ -366,6 +378,7 @@ def training_batches(
     shuffle_buffer: int,
     seed: int,
     input_context: tf.distribute.InputContext | None = None,
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tf.data.Dataset:
     """training_dataset without its last stages, soft labels and prefetch (for measuring what
     the prefetch adds)."""
@@ -381,10 +394,11 @@ def training_batches(
 
     def augment_cached(index, element):
         images, labels = element
-        return augment_batch(images, element_seed(base_seed, index)), labels
+        return augment_batch(images, element_seed(base_seed, index), augment), labels
 
     def augment_record(index, record):
-        return augment_example(record, element_seed(base_seed, index), image_size, normalization)
+        seed = element_seed(base_seed, index)
+        return augment_example(record, seed, image_size, normalization, augment)
 
     dataset = list_files(files, shuffle=True, seed=seed + pipeline_id)
     dataset = interleave_records(dataset, min(len(files), MAX_PARALLEL_READS), deterministic=False)

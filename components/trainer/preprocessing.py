@@ -13,15 +13,11 @@ import dataclasses
 
 import tensorflow as tf
 
+from components.trainer.trainer_config import DEFAULT_AUGMENT, AugmentConfig
 from data_prep.contract import features
 from data_prep.ingest_config import ConfigError
 
 CHANNELS = 3  # RGB; grayscale and RGBA inputs are converted by decode_and_resize
-# Augmentation strengths. Shapes keep their class under flips and mild zoom; brightness is in
-# normalized units (about 1 std of pixel values per 1.0).
-MIN_CROP_FRACTION = 0.85  # a crop keeps 85-100% of each side, at a random position
-BRIGHTNESS_DELTA = 0.2
-CONTRAST_RANGE = (0.8, 1.2)
 _EDGE_EPSILON = 1e-6  # see random_crop
 
 
@@ -102,17 +98,21 @@ def compute_normalization(files: list[str], image_size: int) -> Normalization:
 
 
 # Training augmentation. Every op takes a stateless seed (int tensor of shape [2]); ops on a batch
-# draw for each image separately from that one seed.
+# draw for each image separately from that one seed. Their strengths are an AugmentConfig.
 
 
 def crop_window(
-    height: tf.Tensor, width: tf.Tensor, seed: tf.Tensor, shape: tuple[int, ...] = ()
+    height: tf.Tensor,
+    width: tf.Tensor,
+    seed: tf.Tensor,
+    shape: tuple[int, ...] = (),
+    min_fraction: float = AugmentConfig.crop,
 ) -> tf.Tensor:
     """Random windows [top, left, crop_height, crop_width] (int32, last axis) of `shape` images
-    of height x width, each keeping MIN_CROP_FRACTION..1 of each side (the same fraction for
-    both, so the aspect ratio is kept), at a random position."""
+    of height x width, each keeping min_fraction..1 of each side (the same fraction for both,
+    so the aspect ratio is kept), at a random position."""
     size_seed, position_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
-    fraction = tf.random.stateless_uniform(shape, size_seed, MIN_CROP_FRACTION, 1.0)
+    fraction = tf.random.stateless_uniform(shape, size_seed, min_fraction, 1.0)
     sides = tf.cast(tf.stack([height, width]), tf.float32)
     crop = tf.maximum(tf.cast(sides * fraction[..., tf.newaxis], tf.int32), 1)
     free = tf.cast(tf.stack([height, width]) - crop + 1, tf.float32)
@@ -121,7 +121,9 @@ def crop_window(
     return tf.concat([top_left, crop], axis=-1)
 
 
-def decode_and_random_crop(encoded: tf.Tensor, image_size: int, seed: tf.Tensor) -> tf.Tensor:
+def decode_and_random_crop(
+    encoded: tf.Tensor, image_size: int, seed: tf.Tensor, min_fraction: float = AugmentConfig.crop
+) -> tf.Tensor:
     """Encoded image bytes -> a random crop_window of it, resized like decode_and_resize.
 
     JPEGs go through decode_and_crop_jpeg, which decodes only the rows of the crop; the header
@@ -130,25 +132,30 @@ def decode_and_random_crop(encoded: tf.Tensor, image_size: int, seed: tf.Tensor)
 
     def jpeg():
         shape = tf.image.extract_jpeg_shape(encoded)
-        window = crop_window(shape[0], shape[1], seed)
+        window = crop_window(shape[0], shape[1], seed, min_fraction=min_fraction)
         return tf.io.decode_and_crop_jpeg(encoded, window, channels=CHANNELS)
 
     def other():
         image = tf.io.decode_image(encoded, channels=CHANNELS, expand_animations=False)
         shape = tf.shape(image)
-        top, left, height, width = tf.unstack(crop_window(shape[0], shape[1], seed))
+        window = crop_window(shape[0], shape[1], seed, min_fraction=min_fraction)
+        top, left, height, width = tf.unstack(window)
         return image[top : top + height, left : left + width]
 
     return resize(tf.cond(tf.io.is_jpeg(encoded), jpeg, other), image_size)
 
 
-def random_crop_and_flip(images: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+def random_crop_and_flip(
+    images: tf.Tensor, seed: tf.Tensor, augment: AugmentConfig = DEFAULT_AUGMENT
+) -> tf.Tensor:
     """A random crop_window of each image of a decoded batch [batch, height, width, channels],
-    resized back to its size and flipped left-right at random, all in one resampling pass: the
-    crop for images cached after decoding, where decode_and_random_crop is no longer possible."""
+    resized back to its size and flipped left-right at random (when augment.flip), all in one
+    resampling pass: the crop for images cached after decoding, where decode_and_random_crop is
+    no longer possible."""
     crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
     count, height, width = images.shape[0], images.shape[1], images.shape[2]
-    windows = tf.cast(crop_window(height, width, crop_seed, (count,)), tf.float32)
+    window = crop_window(height, width, crop_seed, (count,), augment.crop)
+    windows = tf.cast(window, tf.float32)
     top, left, crop_height, crop_width = tf.unstack(windows, axis=-1)
     # crop_and_resize boxes are normalized corners [y1, x1, y2, x2] of pixel centres; x1 > x2
     # samples the window mirrored. A window that ends at the image's edge (1.0) can land a
@@ -156,7 +163,7 @@ def random_crop_and_flip(images: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     # is pulled in by a hair.
     first_column = left / (width - 1)
     last_column = (left + crop_width - 1) / (width - 1)
-    flip = tf.random.stateless_uniform([count], flip_seed) < 0.5
+    flip = tf.random.stateless_uniform([count], flip_seed) < (0.5 if augment.flip else 0.0)
     boxes = tf.stack(
         [
             top / (height - 1),
@@ -170,7 +177,9 @@ def random_crop_and_flip(images: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     return tf.image.crop_and_resize(images, boxes, tf.range(count), [height, width])
 
 
-def random_color(images: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+def random_color(
+    images: tf.Tensor, seed: tf.Tensor, augment: AugmentConfig = DEFAULT_AUGMENT
+) -> tf.Tensor:
     """A random brightness shift and contrast factor for each image of a normalized batch
     [batch, height, width, channels].
 
@@ -181,27 +190,38 @@ def random_color(images: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     brightness_seed, contrast_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
     per_image = [images.shape[0], 1, 1, 1]
     brightness = tf.random.stateless_uniform(
-        per_image, brightness_seed, -BRIGHTNESS_DELTA, BRIGHTNESS_DELTA
+        per_image, brightness_seed, -augment.brightness, augment.brightness
     )
-    contrast = tf.random.stateless_uniform(per_image, contrast_seed, *CONTRAST_RANGE)
+    contrast = tf.random.stateless_uniform(
+        per_image, contrast_seed, 1.0 - augment.contrast, 1.0 + augment.contrast
+    )
     mean = tf.reduce_mean(images, axis=[1, 2], keepdims=True)
     return images * contrast + (mean + brightness - mean * contrast)
 
 
 def augment_encoded(
-    encoded: tf.Tensor, image_size: int, normalization: Normalization, seed: tf.Tensor
+    encoded: tf.Tensor,
+    image_size: int,
+    normalization: Normalization,
+    seed: tf.Tensor,
+    augment: AugmentConfig = DEFAULT_AUGMENT,
 ) -> tf.Tensor:
     """Encoded bytes -> an augmented model input: decode with a random crop, resize, normalize,
-    flip and color. The per-image training map when images are not cached."""
+    flip and color, as `augment` sets them. The per-image training map when images are not
+    cached."""
     crop_seed, flip_seed, color_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
-    image = normalize(decode_and_random_crop(encoded, image_size, crop_seed), normalization)
-    image = tf.image.stateless_random_flip_left_right(image, flip_seed)
-    return random_color(image[tf.newaxis], color_seed)[0]
+    cropped = decode_and_random_crop(encoded, image_size, crop_seed, augment.crop)
+    image = normalize(cropped, normalization)
+    if augment.flip:
+        image = tf.image.stateless_random_flip_left_right(image, flip_seed)
+    return random_color(image[tf.newaxis], color_seed, augment)[0]
 
 
-def augment_batch(images: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+def augment_batch(
+    images: tf.Tensor, seed: tf.Tensor, augment: AugmentConfig = DEFAULT_AUGMENT
+) -> tf.Tensor:
     """A batch of preprocess_image outputs -> augmented model inputs: the same crop, flip and
     color as augment_encoded, for images cached after decoding. Whole batches at a time: these
     cheap ops cost far less per image than a per-image map's overhead."""
     crop_seed, color_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
-    return random_color(random_crop_and_flip(images, crop_seed), color_seed)
+    return random_color(random_crop_and_flip(images, crop_seed, augment), color_seed, augment)

@@ -89,13 +89,13 @@ def train(
     total_steps = phases[-1].end_step
     epochs = total_steps // steps_per_epoch
     if not warm_start and epochs > config.epochs:
-        logging.info(
-            "%d steps per epoch: phases stretched to at least min_phase_steps=%d steps each, "
-            "%d epochs in all: %s",
-            steps_per_epoch,
-            config.min_phase_steps,
-            epochs,
-            phases,
+        logging.info("phases stretched: %s", phases)
+        progress.notice(
+            logging.getLogger(__name__),
+            f"trainer.epochs={config.epochs} stretched to {epochs} epochs: {train_plan.examples} "
+            f"training examples make {steps_per_epoch} steps per epoch, and each phase trains "
+            f"at least trainer.min_phase_steps={config.min_phase_steps} steps (set it lower "
+            "to train fewer epochs)",
         )
 
     precision = runtime.choose_precision(config)
@@ -121,7 +121,7 @@ def train(
         per replica. A resumed run reshuffles with a new seed rather than replaying the first
         run's order."""
         if config.report_input_pipeline:
-            described = train_plan.describe(input_context)
+            described = train_plan.describe(input_context, config.augment)
             if soft_labels is not None:
                 described += f", {soft_labels.describe()}"
             print(f"input pipeline {described}", flush=True)
@@ -133,6 +133,7 @@ def train(
             config.seed + start_step,
             input_context,
             soft_labels,
+            config.augment,
         )
 
     iterator = iter(

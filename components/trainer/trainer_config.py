@@ -23,6 +23,49 @@ PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)
+class AugmentConfig:
+    """Random changes to each training image, drawn anew for every epoch (evaluation and serving
+    never see them). The defaults suit photos and shapes whose class does not depend on left and
+    right; turn flip off for digits, text, arrows or anything with handedness.
+
+    Attributes:
+      flip: mirror half the images left-right, at random.
+      crop: the smallest share of each side a random crop keeps (the same share for both, at a
+        random position), resized back to image_size; 1.0: no crop.
+      brightness: the largest random brightness shift, in normalized units (about one standard
+        deviation of the pixels per 1.0); 0: off.
+      contrast: each image's contrast is scaled by a random factor in [1 - contrast,
+        1 + contrast]; 0: off.
+    """
+
+    flip: bool = True
+    crop: float = 0.85
+    brightness: float = 0.2
+    contrast: float = 0.2
+
+    def validate(self) -> AugmentConfig:
+        if not isinstance(self.flip, bool):
+            raise ConfigError("flip", f"{self.flip!r} is not true or false")
+        if not 0.0 < self.crop <= 1.0:
+            raise ConfigError("crop", f"{self.crop} is not in (0, 1]")
+        if not 0.0 <= self.brightness <= 1.0:
+            raise ConfigError("brightness", f"{self.brightness} is not in [0, 1]")
+        if not 0.0 <= self.contrast < 1.0:
+            raise ConfigError("contrast", f"{self.contrast} is not in [0, 1)")
+        return self
+
+    def describe(self) -> str:
+        changes = [f"crop to {self.crop:.0%}" if self.crop < 1 else ""]
+        changes += ["flip" if self.flip else ""]
+        changes += [f"brightness {self.brightness:g}" if self.brightness else ""]
+        changes += [f"contrast {self.contrast:g}" if self.contrast else ""]
+        return ", ".join(change for change in changes if change) or "none"
+
+
+DEFAULT_AUGMENT = AugmentConfig()
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainerConfig:
     """How the model is trained.
 
@@ -97,6 +140,7 @@ class TrainerConfig:
       profile_steps: optional (first, last) optimizer step of a TensorBoard profiler trace.
       inter_op_threads, intra_op_threads: TensorFlow thread pool sizes; 0 lets TF choose. Only
         applied before TensorFlow has started in this process.
+      augment: the random augmentation of training images (AugmentConfig).
       report_input_pipeline: print, at the start of training, what each input pipeline decided
         (shards read, batch per replica, parallelism, cache on or off and why).
     """
@@ -131,8 +175,13 @@ class TrainerConfig:
     inter_op_threads: int = 0
     intra_op_threads: int = 0
     report_input_pipeline: bool = True
+    augment: AugmentConfig = DEFAULT_AUGMENT
 
     def validate(self) -> TrainerConfig:
+        try:
+            self.augment.validate()
+        except ConfigError as error:
+            raise ConfigError(f"augment.{error.field}", str(error).split(": ", 1)[1]) from error
         if self.image_size < 32:
             raise ConfigError("image_size", f"{self.image_size} is below 32 pixels")
         if self.model not in MODELS:

@@ -30,6 +30,21 @@ def report(logger: logging.Logger, task: str, **fields: float) -> None:
     logger.info("progress %s %s", task, " ".join(f"{k}={v:.6g}" for k, v in fields.items()))
 
 
+_NOTICE = re.compile(r"notice: (?P<text>.+)$")
+
+
+def notice(logger: logging.Logger, text: str) -> None:
+    """Logs one line the console shows as it is: a change the run made to what was asked
+    (stretched epochs, say), which a user must not have to find in the log."""
+    logger.info("notice: %s", text)
+
+
+def parse_notice(message: str) -> str | None:
+    """The text of a notice line (also inside a forwarded worker log line), or None."""
+    found = _NOTICE.search(message)
+    return found.group("text") if found else None
+
+
 def parse(message: str) -> ProgressEvent | None:
     """The event in a log message (also inside a forwarded worker log line), or None."""
     found = _LINE.search(message)

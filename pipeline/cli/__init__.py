@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="show every log line live (a run's log file under BUILD_DIR/logs/ has them anyway)",
     )
+    parser.add_argument("--version", action="version", version=f"imgpipe {_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     prep.add_prep(subparsers)
     prep.add_default_data(subparsers)
@@ -49,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_report(subparsers)
     vertex.add_compile_vertex(subparsers)
     return parser
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("imgpipe")
 
 
 def main(argv: list[str] | None = None) -> int:

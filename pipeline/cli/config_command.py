@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 from data_prep.ingest_config import ConfigError
@@ -19,7 +20,14 @@ def add_config(subparsers) -> None:
         parents=[options.config_options()],
         help="print the effective config (preset, --config, --set) with its defaults, as YAML",
         description="Prints every field of the effective pipeline config as a YAML file that "
-        "`--config` reads back to the same config.",
+        "`--config` reads back to the same config. Flags (--data, --build-dir, --set) beat the "
+        "config file, which beats the preset.",
+    )
+    show.add_argument(
+        "--origins",
+        action="store_true",
+        help="print each field, its value and where it came from (preset, config file, a flag "
+        "or --set) instead of a config file",
     )
     show.set_defaults(handler=_run_config_show)
 
@@ -28,9 +36,17 @@ def _run_config_show(args, beam_args: list[str]) -> int:
     from pipeline import config_file
 
     try:
-        config, _ = options.effective_config(args, beam_args, generate_data=False)
+        config, settings = options.effective_config(args, beam_args, generate_data=False)
     except ConfigError as error:
         print(f"imgpipe config: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    print(config_file.dump(config), end="")
+    if not args.origins:
+        print(config_file.dump(config), end="")
+        return exit_codes.OK
+    origins = options.setting_origins(args, settings)
+    values = config_file.flatten(config_file.to_settings(config))
+    width = max(len(field) for field in values)
+    for field, value in values.items():
+        origin = origins.get(field, f"preset {args.preset}")
+        print(f"{field:<{width}}  {json.dumps(value)}  ({origin})")
     return exit_codes.OK

@@ -19,10 +19,9 @@ def describe_failure(error: BaseException, where: str | None) -> tuple[int, str]
         return code, f"{error}; leave out --no-wait to wait for it"
     if code == exit_codes.BAD_INPUT:
         return code, f"{place}{error}"
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    # Beam wraps a worker's exception in its traceback: the cause is the last line.
-    detail = lines[-1] if lines else ""
-    return code, f"{place}{type(error).__name__}: {detail}"[:400]
+    from pipeline.runners.run_guard import error_line
+
+    return code, f"{place}{error_line(error)}"
 
 
 def report_failure(command: str, failure: tuple[int, str], log_path: str) -> int:

@@ -8,15 +8,24 @@ import contextlib
 import dataclasses
 import os
 
-from pipeline.pipeline_config import PRESETS
+from pipeline.pipeline_config import PRESETS, override
+
+DEFAULT_BUILD_DIR = "build"
+# The fields --build-dir sets, each as the preset lays it out under the build folder.
+BUILD_DIR_FIELDS = ("pipeline_root", "metadata_path", "serving_dir")
 
 
 def config_options() -> argparse.ArgumentParser:
-    """How a command picks its settings: preset, config file, --set overrides, data, build dir."""
+    """How a command picks its settings: preset, config file, --set overrides, data, build dir.
+    Flags beat the config file, which beats the preset."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--data", help="folder of class folders or a manifest (default: embedded)")
     parent.add_argument("--preset", choices=list(PRESETS), default="local")
-    parent.add_argument("--build-dir", default="build", help="pipeline root, MLMD, models, logs")
+    parent.add_argument(
+        "--build-dir",
+        help=f"pipeline root, MLMD, models, logs (default: {DEFAULT_BUILD_DIR}, or the config "
+        "file's paths)",
+    )
     parent.add_argument(
         "--config",
         metavar="FILE",
@@ -28,30 +37,33 @@ def config_options() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="override one setting (after --config), e.g. trainer.epochs=5, "
+        help="override one setting (over --config), e.g. trainer.epochs=5, "
         "trainer.precision=mixed_bfloat16, trainer.jit_compile=true, min_accuracy=0.8 "
         "(repeatable; every field is documented in docs/configuration.md)",
     )
     return parent
 
 
+def build_dir(args) -> str:
+    """The build folder a command's logs go to: --build-dir, else the default."""
+    return args.build_dir or DEFAULT_BUILD_DIR
+
+
 def effective_config(args, beam_args: list[str], generate_data: bool, **changes):
-    """The preset, then the config file, then --data, then --set, validated; returns the config
-    and the config file's settings (None without --config). When nothing names the data, it is
-    the embedded dataset under --build-dir, generated (once valid) when generate_data."""
+    """The preset, then the config file, then the command's flags (--data, --build-dir and
+    `changes`, which are a command's own flags), then --set, validated; returns the config and
+    the config file's settings (None without --config). When nothing names the data, it is the
+    embedded dataset under the build folder, generated (once valid) when generate_data."""
     from pipeline import config_file
-    from pipeline.pipeline_config import override
 
     settings = config_file.read_settings(args.config) if args.config else None
-    data = _named_data(args, settings) or _embedded_data(args.build_dir)
-    config = dataclasses.replace(PRESETS[args.preset](data, args.build_dir), **changes)
+    data = _named_data(args, settings) or _embedded_data(build_dir(args))
+    config = PRESETS[args.preset](data, build_dir(args))
     config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
     if settings is not None:
         config = config_file.apply_settings(config, settings, args.config)
-    if args.data:
-        config = dataclasses.replace(
-            config, ingest=dataclasses.replace(config.ingest, input=args.data)
-        )
+    for _, field, value in _flag_values(args, changes):
+        config = _replaced(config, field, value)
     for setting in args.set:
         config = override(config, setting)
     config.validate()
@@ -61,13 +73,47 @@ def effective_config(args, beam_args: list[str], generate_data: bool, **changes)
     return config, settings
 
 
+def setting_origins(args, settings: dict | None, **changes) -> dict[str, str]:
+    """Where each setting that is not the preset's came from, by dotted field name, as
+    effective_config layers them (a later layer wins)."""
+    from pipeline import config_file
+
+    origins = {}
+    for field in config_file.flatten(settings or {}):
+        origins[field] = f"config file {args.config}"
+    for flag, field, _ in _flag_values(args, changes):
+        origins[field] = flag
+    for setting in args.set:
+        origins[setting.partition("=")[0].strip()] = f"--set {setting}"
+    return origins
+
+
+def _flag_values(args, changes: dict) -> list[tuple[str, str, object]]:
+    """(flag, field, value) of each setting the command's flags give."""
+    values = []
+    if args.data:
+        values.append(("--data", "ingest.input", args.data))
+    if args.build_dir:
+        laid_out = PRESETS[args.preset]("", args.build_dir)
+        values += [("--build-dir", field, getattr(laid_out, field)) for field in BUILD_DIR_FIELDS]
+    values += [(f"--{field.replace('_', '-')}", field, value) for field, value in changes.items()]
+    return values
+
+
+def _replaced(config, field: str, value):
+    head, _, rest = field.partition(".")
+    if rest:
+        return dataclasses.replace(config, **{head: _replaced(getattr(config, head), rest, value)})
+    return dataclasses.replace(config, **{head: value})
+
+
 def embedded_data_drawn(args, settings: dict | None, config) -> contextlib.AbstractContextManager:
     """Draws the embedded dataset while the caller's block runs (forked workers: the block, such
     as `imgpipe run`'s imports, keeps a core) when the config's input is it and nothing named
     other data; a block that does nothing else draws it at once. A no-op otherwise."""
     from data_prep.default_dataset import drawing_default_dataset
 
-    embedded = _embedded_data(args.build_dir)
+    embedded = _embedded_data(build_dir(args))
     if _named_data(args, settings) or config.ingest.input != embedded:
         return contextlib.nullcontext()
     return drawing_default_dataset(embedded)

@@ -44,7 +44,7 @@ def add_prep(subparsers) -> None:
             "a forked child per core."
         ),
     )
-    parser.add_argument("--input", required=True, help="folder of class folders, or manifest")
+    parser.add_argument("--data", required=True, help="folder of class folders, or manifest")
     parser.add_argument("--output", required=True, help="output folder (local or Beam URI)")
     parser.add_argument("--eval-fraction", type=float, default=defaults.eval_fraction)
     parser.add_argument("--test-fraction", type=float, default=defaults.test_fraction)
@@ -87,7 +87,7 @@ def _run_prep(args, beam_args: list[str]) -> int:
 
     failure = None
     config = IngestConfig(
-        input=args.input,
+        input=args.data,
         eval_fraction=args.eval_fraction,
         test_fraction=args.test_fraction,
         target_shard_bytes=args.shard_size,

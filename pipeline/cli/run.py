@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from data_prep.gc_freeze import imports_frozen
@@ -50,7 +51,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     except ConfigError as error:
         print(f"imgpipe run: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    log_path = console.run_log_path(args.build_dir, "run")
+    log_path = console.run_log_path(options.build_dir(args), "run")
     summary = failure = None
     previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
     with console.capture(log_path, args.verbose) as shown:
@@ -66,6 +67,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
                 on_wait=shown.say,
                 config_file=None if settings is None else json.dumps(settings),
                 store_target=store_target,
+                overrides=tuple(args.set),
             )
         except BaseException as error:  # noqa: BLE001 - each failure becomes one error line
             shown.stopped("stopped" if isinstance(error, KeyboardInterrupt) else "failed")
@@ -75,7 +77,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
             signal.signal(signal.SIGTERM, previous_handler)
     if failure:
         return report_failure("run", failure, log_path)
-    _print_summary(summary, config, args.build_dir, log_path, store_target.describe())
+    _print_summary(summary, config, options.build_dir(args), log_path, store_target.describe())
     return summary.exit_code
 
 
@@ -87,8 +89,8 @@ def _print_summary(summary, config, build_dir: str, log_path: str, store: str) -
 
     print(format_run_summary(summary, config.min_accuracy))
     print(f"ML Metadata: {store}; artifacts under {config.pipeline_root}")
-    if summary.pushed_to:
-        lineage = f"imgpipe lineage model --latest-pushed --build-dir {build_dir}"
+    if summary.pushed_to:  # a command that answers the same from any folder
+        lineage = f"imgpipe lineage model --latest-pushed --build-dir {os.path.abspath(build_dir)}"
         print(f"where the pushed model came from: {lineage}")
     print(f"run report (one HTML file): {report_path(config.pipeline_root, summary.run_id)}")
     print(f"full log: {log_path}")

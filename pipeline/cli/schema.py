@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 from data_prep.ingest_config import ConfigError
@@ -20,42 +21,75 @@ def add_schema(subparsers) -> None:
         "it, e.g. to review it or to commit it beside the code.",
     )
     actions = parser.add_subparsers(dest="schema_command", required=True)
-    show = actions.add_parser("show", parents=[options.store_options()], help="print it")
+    show = actions.add_parser(
+        "show",
+        parents=[options.store_options()],
+        help="print it (every pipeline's in the store, or --pipeline's)",
+    )
     show.set_defaults(handler=_run_schema, output=None)
     export = actions.add_parser(
-        "export", parents=[options.store_options()], help="write it to a file"
+        "export",
+        parents=[options.store_options()],
+        help="write it to a file (--pipeline when the store holds several)",
     )
     export.add_argument("output", help="the file to write (a text-format Schema proto)")
     export.set_defaults(handler=_run_schema)
 
 
 def _run_schema(args, beam_args: list[str]) -> int:
-    from apache_beam.io.filesystems import FileSystems
+    from ml_metadata import errors
 
-    from components.gate.curated_schema_gen import SCHEMA_FILE
-    from pipeline.gate.data_snapshot import decided_schema_uri
+    from components.metadata_keys import SCHEMA_FILE
+    from data_prep import file_access
+    from pipeline.gate.data_snapshot import decided_schema_uri, pipelines_in_store
     from pipeline.mlmd_connection import StoreNotFound
-    from pipeline.pipeline_config import PipelineConfig
 
-    pipeline = args.pipeline or PipelineConfig.name
     try:
-        uri = decided_schema_uri(options.store_target(args).open(), pipeline)
+        target = options.store_target(args)
+        store = target.open()
+        pipelines = [args.pipeline] if args.pipeline else pipelines_in_store(store)
+        uris = {name: decided_schema_uri(store, name) for name in pipelines}
     except (ConfigError, StoreNotFound) as error:
-        print(f"imgpipe schema: error: {error}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
-    if uri is None:
-        print(
-            f"imgpipe schema: error: pipeline {pipeline!r} has no schema yet; its first run "
-            "decides it",
-            file=sys.stderr,
-        )
-        return exit_codes.BAD_INPUT
-    with FileSystems.open(FileSystems.join(uri, SCHEMA_FILE)) as handle:
-        text = handle.read().decode()
-    if args.output is None:
-        print(text, end="")
+        return _error(str(error))
+    except errors.StatusError as error:
+        return _error(f"{target.describe()}: {error}")
+    decided = {name: uri for name, uri in uris.items() if uri}
+    if not decided:
+        which = f"pipeline {args.pipeline!r} has" if args.pipeline else "no pipeline in it has"
+        held = f" (it holds {', '.join(pipelines)})" if pipelines and args.pipeline else ""
+        return _error(f"{which} a schema yet{held}; a pipeline's first run decides it")
+    texts = {
+        name: file_access.read_bytes(f"{uri.rstrip('/')}/{SCHEMA_FILE}").decode()
+        for name, uri in decided.items()
+    }
+    if args.output is not None:
+        if len(texts) > 1:
+            return _error(
+                f"the store holds schemas of {', '.join(texts)}: name one with --pipeline"
+            )
+        ((name, text),) = texts.items()
+        with open(args.output, "w") as handle:
+            handle.write(text)
+        print(f"schema of pipeline {name} written to {args.output}")
         return exit_codes.OK
-    with open(args.output, "w") as handle:
-        handle.write(text)
-    print(f"schema of pipeline {pipeline} written to {args.output}")
+    if args.json:
+        print(json.dumps({name: _as_dict(text) for name, text in texts.items()}, indent=2))
+        return exit_codes.OK
+    for name, text in texts.items():
+        if len(texts) > 1:
+            print(f"# pipeline {name}")
+        print(text, end="")
     return exit_codes.OK
+
+
+def _as_dict(text: str) -> dict:
+    """A text-format Schema as JSON-ready values (tensorflow_metadata's protos: no TensorFlow)."""
+    from google.protobuf import json_format, text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    return json_format.MessageToDict(text_format.Parse(text, schema_pb2.Schema()))
+
+
+def _error(message: str) -> int:
+    print(f"imgpipe schema: error: {message}", file=sys.stderr)
+    return exit_codes.BAD_INPUT

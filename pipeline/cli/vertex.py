@@ -29,6 +29,12 @@ def add_compile_vertex(subparsers) -> None:
     parser.add_argument(
         "--serving-dir", help="where blessed models are pushed (default: PIPELINE_ROOT/serving)"
     )
+    parser.add_argument(
+        "--drift-baseline",
+        help="the statistics the drift check compares the span with: the StatisticsGen output "
+        "folder (holding Split-train/) of the data the blessed model was trained on; needed "
+        "from span 2 on",
+    )
     parser.add_argument("--output", default=os.path.join("build", "vertex", "imgpipe.json"))
     parser.set_defaults(handler=_run_compile_vertex)
 
@@ -46,12 +52,14 @@ def _run_compile_vertex(args, beam_args: list[str]) -> int:
         )
         data = config.ingest.input
         snapshot = snapshot_for_vertex(data, args.span)
+        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+        spec = compile_vertex(config, snapshot, args.image, args.output, args.drift_baseline)
     except (ConfigError, ValueError) as error:
         print(f"imgpipe compile-vertex: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    spec = compile_vertex(config, snapshot, args.image, args.output)
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
     print(f"{args.output}: {len(tasks)} tasks in {args.image}, pipeline root {args.pipeline_root}")
     print(f"data: {data} as span {snapshot.span}")
+    if args.drift_baseline:
+        print(f"drift check against: {args.drift_baseline}")
     return exit_codes.OK

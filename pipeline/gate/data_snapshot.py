@@ -18,7 +18,6 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components import metadata_keys
 from components.metadata_keys import INPUT_FINGERPRINT_PROPERTY
-from data_prep.sources import input_fingerprint, list_sources
 from pipeline import lineage
 
 EXAMPLE_GEN_NODE = "ImageExampleGen"
@@ -54,6 +53,8 @@ def take_snapshot(
     input_path: str, store: metadata_store.MetadataStore, pipeline_name: str
 ) -> DataSnapshot:
     """Fingerprints the input, and numbers its span against the spans in the store."""
+    from data_prep.sources import input_fingerprint, list_sources  # Beam: only a run needs it
+
     fingerprint = input_fingerprint(input_path)
     files = len(list_sources(input_path))
     newest = newest_span(store, pipeline_name)
@@ -79,7 +80,13 @@ def take_snapshot(
 def _ingested_reference(store: metadata_store.MetadataStore, pipeline_name: str) -> dict:
     """The reference label map the newest span's ImageExampleGen was given."""
     producer = lineage.producer_of(store, _newest_examples(store, pipeline_name).id, "examples")
-    given = producer.custom_properties.get(REFERENCE_LABEL_MAP) if producer else None
+    if producer is None:
+        return {}
+    # The IR-based launchers record settings as custom properties, TFX's legacy one (Airflow's)
+    # as properties.
+    given = producer.custom_properties.get(REFERENCE_LABEL_MAP) or producer.properties.get(
+        REFERENCE_LABEL_MAP
+    )
     return json.loads(given.string_value) if given else {}
 
 
@@ -120,6 +127,11 @@ def reference_label_map(store: metadata_store.MetadataStore, pipeline_name: str)
         default=None,
     )
     return lineage.examples_label_map(store, first.id) if first else {}
+
+
+def pipelines_in_store(store: metadata_store.MetadataStore) -> list[str]:
+    """The names of the pipelines that ran in the store."""
+    return sorted(context.name for context in store.get_contexts_by_type("pipeline"))
 
 
 def decided_schema_uri(store: metadata_store.MetadataStore, pipeline_name: str) -> str | None:

@@ -100,6 +100,10 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
     config_file = context and context.custom_properties.get(run_guard.RUN_CONFIG_FILE)
     if config_file:  # the settings the run's config file gave, as JSON
         _flatten("config.file", json.loads(config_file.string_value), facts)
+    overrides = context and context.custom_properties.get(run_guard.RUN_SET)
+    for setting in json.loads(overrides.string_value) if overrides else ():
+        field, _, value = setting.partition("=")
+        facts[f"config.set.{field.strip()}"] = value.strip()
     facts["outcome.blessed"] = run.blessed
     facts["outcome.pushed_to"] = run.pushed_to
     facts["outcome.not_pushed_reason"] = run.not_pushed_reason

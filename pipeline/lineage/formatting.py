@@ -107,6 +107,8 @@ def format_runs(runs: list[PipelineRun]) -> str:
         out.append(
             "    " + "; ".join(f"{state}: {', '.join(nodes)}" for state, nodes in by_state.items())
         )
+        if run.eval_warning:
+            out.append(f"    caution: {run.eval_warning}")
     return "\n".join(out)
 
 
@@ -116,7 +118,7 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     min_accuracy: the accuracy floor the run was held to, shown beside the accuracy."""
     from data_prep.plan import left_out_message
 
-    lines = [f"run {run.run_id} of pipeline {run.pipeline}: {run.status}"]
+    lines = [f"run {run.run_id} of pipeline {run.pipeline}: {run.status_words}"]
     if run.span is not None:
         news = "new data, ingested now" if run.new_data else "unchanged input, from the cache"
         counts = ", ".join(f"{count} {name}" for name, count in run.ingest_counts.items())
@@ -125,6 +127,8 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     if run.eval_accuracy is not None:
         floor = "" if min_accuracy is None else f" (threshold {min_accuracy})"
         lines.append(f"eval accuracy: {run.eval_accuracy:.4f}{floor}")
+    if run.eval_warning:
+        lines.append(f"caution: {run.eval_warning}")
     if run.blessed is not None:
         lines.append(f"blessed: {_yes_no(run.blessed)}")
     lines.append(f"pushed: {run.pushed_to or 'no'}")

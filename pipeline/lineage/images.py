@@ -11,6 +11,8 @@ from ml_metadata.metadata_store import metadata_store
 
 from components import metadata_keys
 from components.ingest_report_reader import IngestReportRecord
+from data_prep import file_access
+from data_prep.ingest_outputs import read_source_index
 from pipeline.lineage.models import TrainedModel, models_trained_on
 from pipeline.lineage.store import MetadataGraph, same_file
 
@@ -62,10 +64,6 @@ def image_lineage(store: metadata_store.MetadataStore, path: str) -> ImageLineag
     its report), never the shards. A dataset matches when it recorded the same file (its full
     path, or the path relative to the input as given) or the same bytes under any name.
     """
-    from apache_beam.io.filesystems import FileSystems
-
-    from data_prep.ingest import read_source_index
-
     graph = MetadataGraph(store)
     digest = _sha256(path)
     relative = path.replace(os.sep, "/")
@@ -76,7 +74,7 @@ def image_lineage(store: metadata_store.MetadataStore, path: str) -> ImageLineag
             continue
         reports = graph.outputs(producer.id, metadata_keys.INGEST_REPORT_OUTPUT_KEY)
         index_path = IngestReportRecord.read(reports[0]).source_index_path if reports else None
-        if index_path is None or not FileSystems.exists(index_path):
+        if index_path is None or not file_access.exists(index_path):
             unindexed.append(examples.id)
             continue
         rows = [

@@ -31,6 +31,7 @@ class RunMembers:
     executions: list[mlmd_pb2.Execution]
     node_of: dict[int, tuple[str, str]]  # execution id -> (pipeline, node id)
     recorded: str | None = None  # the state the local runner recorded on the run (run_guard)
+    ended_by: str | None = None  # why it recorded the run ended so, e.g. a failure's message
 
 
 def runs_in_store(graph: MetadataGraph) -> list[RunMembers]:
@@ -49,6 +50,7 @@ def runs_in_store(graph: MetadataGraph) -> list[RunMembers]:
         names = {node_of[e.id][0] for e in executions if e.id in node_of}
         pipeline = min(names) if names else "?"
         recorded = context.custom_properties.get(run_guard.RUN_STATE)
+        ended_by = context.custom_properties.get(run_guard.ENDED_BY)
         runs.append(
             RunMembers(
                 context.name,
@@ -57,6 +59,7 @@ def runs_in_store(graph: MetadataGraph) -> list[RunMembers]:
                 executions,
                 node_of,
                 recorded.string_value if recorded else None,
+                ended_by.string_value if ended_by else None,
             )
         )
     for context in graph.store.get_contexts_by_type(LEGACY_RUN_CONTEXT):

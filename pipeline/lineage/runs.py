@@ -10,6 +10,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
+from components.evaluation_report_reader import read_report, small_eval_warning
 from components.ingest_report_reader import IngestReportRecord
 from components.model_card_reader import card_folder
 from data_prep.contract.label_map import names_by_id
@@ -33,6 +34,7 @@ from pipeline.lineage.store import (
 from pipeline.runners import run_guard
 
 GATE_NODE = "DataGate"
+STOPPED = "stopped"  # the status of a run the data gate stopped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +51,7 @@ class PipelineRun:
     pipeline: str
     started: str
     seconds: float
-    status: str  # complete, failed, interrupted, running
+    status: str  # complete, failed, interrupted, running, stopped (by the data gate)
     components: tuple[ComponentRun, ...]
     eval_accuracy: float | None = None  # None when no evaluation belongs to the run
     blessed: bool | None = None
@@ -69,6 +71,8 @@ class PipelineRun:
     # EvaluationReportGen: accuracy, macro_f1, per_class (precision, recall, F1 and support of
     # each class, None where undefined), most_confused, misclassified_count, uri.
     evaluation: dict | None = None
+    # Set when the eval split is too small to trust its metrics: why (evaluation_report_reader).
+    eval_warning: str | None = None
     # TFLiteExport: saved_model_accuracy and <float32|float16>_accuracy_gap_points.
     tflite: dict | None = None
     model_card: str | None = None  # folder holding model_card.json/.md (the pushed model's)
@@ -83,6 +87,11 @@ class PipelineRun:
     not_pushed_reason: str | None = None
     # Set when the Evaluator compared with no baseline although one was blessed: why.
     baseline_skipped: str | None = None
+
+    @property
+    def status_words(self) -> str:
+        """The status as the console and the UI say it."""
+        return f"stopped by the {self.stopped_by}" if self.status == STOPPED else self.status
 
     @property
     def exit_code(self) -> int:
@@ -194,7 +203,9 @@ def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> Pipe
                 metadata_keys.PUSHED_DESTINATION_PROPERTY
             ].string_value
             outcome["pushed_model_id"] = pushed.id
-    outcome.update(_why_not_pushed(graph, executions, components, first, outcome, metrics))
+    outcome.update(
+        _why_not_pushed(graph, executions, components, first, outcome, metrics, members.ended_by)
+    )
     started = min(e.create_time_since_epoch for e in executions)
     ended = max(e.last_update_time_since_epoch for e in executions)
     return PipelineRun(
@@ -202,7 +213,10 @@ def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> Pipe
         pipeline=members.pipeline,
         started=iso_time(started),
         seconds=(ended - started) / 1000,
-        status=_status([c.state for c in components], members.recorded),
+        # A gate stop is a decision the gate was made for, not a failure.
+        status=STOPPED
+        if outcome.get("stopped_by") == STOPPED_BY_GATE
+        else _status([c.state for c in components], members.recorded),
         components=components,
         model_id=first.get("model"),
         examples_id=first.get("examples"),
@@ -210,8 +224,12 @@ def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> Pipe
     )
 
 
-def _why_not_pushed(graph: MetadataGraph, executions, components, first, outcome, metrics) -> dict:
-    """stopped_by, not_pushed_reason and baseline_skipped of a run (see PipelineRun)."""
+def _why_not_pushed(
+    graph: MetadataGraph, executions, components, first, outcome, metrics, ended_by
+) -> dict:
+    """stopped_by, not_pushed_reason and baseline_skipped of a run (see PipelineRun). A failed
+    component's reason is the message TFX recorded on its execution, else the one the local
+    runner recorded on the run (the exception's own words: ended_by)."""
     found = {}
     if "verdict" in first:
         verdict = graph.artifact(first["verdict"]).custom_properties.get(
@@ -236,7 +254,9 @@ def _why_not_pushed(graph: MetadataGraph, executions, components, first, outcome
         stage = STOPPED_BY_GATE if component.node == GATE_NODE else component.node
         found.update(
             stopped_by=stage,
-            not_pushed_reason=message or f"{component.node} failed; the run log has the cause",
+            not_pushed_reason=message
+            or ended_by
+            or f"{component.node} failed; the run log has the cause",
         )
     elif outcome.get("blessed") is False:
         reason = "the Evaluator did not bless the model"
@@ -246,6 +266,8 @@ def _why_not_pushed(graph: MetadataGraph, executions, components, first, outcome
     elif (outcome.get("serving_check") or {}).get("blessed") is False:
         problems = outcome["serving_check"].get("problems") or "the serving check refused it"
         found.update(stopped_by=STOPPED_BY_SERVING_CHECK, not_pushed_reason=str(problems))
+    elif ended_by:  # ended between components: killed, interrupted, or failed outside them
+        found.update(not_pushed_reason=ended_by)
     return found
 
 
@@ -336,13 +358,12 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
     if "tflite" in first:
         reports["tflite"] = plain_properties(graph.artifact(first["tflite"]))
     if "readable_evaluation" in first:
-        from components.evaluation_report import read_report
-
         uri = graph.artifact(first["readable_evaluation"]).uri
         report = read_report(uri)
         if report is not None:
             keys = ("accuracy", "macro_f1", "per_class", "most_confused", "misclassified_count")
             reports["evaluation"] = {**{key: report[key] for key in keys}, "uri": uri}
+            reports["eval_warning"] = small_eval_warning(report)
     if "model_card" in first:
         reports["model_card"] = card_folder(graph.artifact(first["model_card"]))
     if "data_health" in first:

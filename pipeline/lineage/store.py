@@ -242,12 +242,11 @@ class MetadataGraph:
 
 
 def read_json(path: str) -> dict:
-    from apache_beam.io.filesystems import FileSystems
+    from data_prep import file_access
 
-    if not FileSystems.exists(path):
+    if not file_access.exists(path):
         return {}
-    with FileSystems.open(path) as handle:
-        return json.load(handle)
+    return json.loads(file_access.read_bytes(path))
 
 
 def custom_config(execution: ExecutionRecord) -> dict:

@@ -22,7 +22,7 @@ from pipeline.factory import create_pipeline
 from pipeline.gate.data_snapshot import take_snapshot
 from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
 from pipeline.mlmd_connection import MlmdTarget
-from pipeline.pipeline_config import PipelineConfig, with_absolute_paths
+from pipeline.pipeline_config import PipelineConfig, check_data_fits, with_absolute_paths
 from pipeline.runners import run_guard
 from pipeline.ui.report import report_path, write_report
 
@@ -51,13 +51,15 @@ def run_local(
     on_wait: Callable[[str], None] = lambda message: None,
     config_file: str | None = None,
     store_target: MlmdTarget | None = None,
+    overrides: tuple[str, ...] = (),
 ) -> PipelineRun:
     """Validates, takes the pipeline's lock (waiting when `wait`, else raising RunBusy), marks
     what a dead earlier run left RUNNING as failed, numbers the input's span, runs the whole
     pipeline, summarizes this run (not the store's newest) from ML Metadata and writes its
     self-contained HTML report beside the run summaries.
 
-    config_file: the settings the run's config file gave (JSON), recorded with the run. A
+    config_file: the settings the run's config file gave (JSON), and overrides its --set
+    settings, recorded with the run (`imgpipe runs diff` shows them). A
     Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates. A span the data
     gate stops ends the run without an exception: its record says why (stopped_by,
     not_pushed_reason); any other component's failure propagates.
@@ -75,6 +77,7 @@ def run_local(
     with lock as (holder, previous):
         run_guard.mark_orphans(store, config.name, previous)
         data = take_snapshot(config.ingest.input, store, config.name)
+        check_data_fits(config, data.files)
         pipeline = create_pipeline(config, data, code_fingerprint, connection)
         # Compiled here (as LocalDagRunner.run does) so that this process names its own run.
         ir = tfx_runner._make_pipeline_proto(pipeline)  # noqa: SLF001
@@ -82,7 +85,7 @@ def run_local(
         runtime_parameter_utils.substitute_runtime_parameter(
             ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
         )
-        run_guard.begin_run(store, run_id, config.name, holder, config_file)
+        run_guard.begin_run(store, run_id, config.name, holder, config_file, overrides)
         state, reason, failure = run_guard.FAILED, None, None
         try:
             with (
@@ -97,7 +100,7 @@ def run_local(
             reason = f"interrupted (Ctrl-C or SIGTERM) in {holder.describe()}"
             raise
         except Exception as error:  # noqa: BLE001 - the run record says what it was
-            failure = error
+            failure, reason = error, run_guard.error_line(error)
         finally:
             run_guard.end_run(store, run_id, state, reason)
     summary = run_record(store, config.name, run_id)

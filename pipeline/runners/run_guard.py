@@ -33,6 +33,8 @@ _PIPELINE_CONTEXT, RUN_CONTEXT = "pipeline", "pipeline_run"
 # imgpipe's custom properties on a pipeline_run context (ENDED_BY on executions too).
 RUN_PIPELINE, RUN_PID, RUN_HOST = "imgpipe_pipeline", "imgpipe_pid", "imgpipe_host"
 RUN_STATE, RUN_CONFIG_FILE = "imgpipe_state", "imgpipe_config_file"
+RUN_SET = "imgpipe_set"  # the run's --set overrides, a JSON list of 'field=value'
+
 ENDED_BY = "imgpipe_ended_by"  # why imgpipe closed a run or an execution
 RUNNING, COMPLETE, FAILED, INTERRUPTED = "running", "complete", "failed", "interrupted"
 
@@ -139,14 +141,23 @@ def _run_context(store: metadata_store.MetadataStore, run_id: str) -> mlmd_pb2.C
     return found or mlmd_pb2.Context(type_id=type_id, name=run_id)
 
 
+def error_line(error: BaseException) -> str:
+    """An exception in one line, its own words: Beam wraps a worker's exception in its
+    traceback, so the cause is the last line."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[-1] if lines else ''}".rstrip(": ")[:400]
+
+
 def begin_run(
     store: metadata_store.MetadataStore,
     run_id: str,
     pipeline: str,
     holder: Holder,
     config_file: str | None = None,
+    overrides: tuple[str, ...] = (),
 ) -> None:
-    """Records the run (state running) before its first component starts."""
+    """Records the run (state running) before its first component starts, with the settings
+    its config file gave (JSON) and its --set overrides."""
     context = _run_context(store, run_id)
     properties = context.custom_properties
     properties[RUN_PIPELINE].string_value = pipeline
@@ -155,6 +166,8 @@ def begin_run(
     properties[RUN_STATE].string_value = RUNNING
     if config_file is not None:
         properties[RUN_CONFIG_FILE].string_value = config_file
+    if overrides:
+        properties[RUN_SET].string_value = json.dumps(list(overrides))
     store.put_contexts([context])
 
 

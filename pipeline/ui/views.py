@@ -222,7 +222,7 @@ def confusion_cells(matrix: list[list[int]]) -> tuple[tuple[tuple[int, float], .
 
 
 def _evaluation(artifacts: dict, images: dict) -> EvaluationView | None:
-    from components.evaluation_report import read_report
+    from components.evaluation_report_reader import read_report
 
     report_artifact = artifacts.get("readable_evaluation")
     if report_artifact is None:

@@ -12,8 +12,9 @@ from PIL import Image
 
 from data_prep.contract import features
 from data_prep.image_validation import Reason
-from data_prep.ingest import IngestOutputs, read_source_index, run_ingest
+from data_prep.ingest import IngestOutputs, run_ingest
 from data_prep.ingest_config import IngestConfig
+from data_prep.ingest_outputs import read_source_index
 from tests.data_prep.hostile_corpus import HOSTILE_CLASS, NON_UTF8_NAME, write_hostile_corpus
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,9 @@ import tensorflow as tf
 from PIL import Image
 
 from data_prep.contract import features
-from data_prep.ingest import IngestFailed, IngestOutputs, read_source_index, run_ingest
+from data_prep.ingest import IngestFailed, IngestOutputs, run_ingest
 from data_prep.ingest_config import IngestConfig
+from data_prep.ingest_outputs import read_source_index
 from data_prep.plan import IngestPlan, PlannedExample, ShardSpec
 from data_prep.sources import SourceFile
 from tests.data_prep import image_files

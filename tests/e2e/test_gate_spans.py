@@ -83,6 +83,8 @@ def test_a_new_class_stops_at_the_gate_naming_it(drops):
     run = runs["new_class"]
     assert run.stopped_by == STOPPED_BY_GATE and run.exit_code == exit_codes.GATE_STOPPED
     assert _states(run)["DataGate"] == "failed" and "Transform" not in _states(run)
+    assert (run.status, run.status_words) == ("stopped", "stopped by the data gate")
+    assert "--set gate.allow_class_changes=true" in run.not_pushed_reason
     assert f"new class(es) {NEW_CLASS}" in run.not_pushed_reason
     assert "gate.allow_class_changes" in run.not_pushed_reason
     # Later spans are validated against the first span's schema, not a new inference.

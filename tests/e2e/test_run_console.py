@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 
+import markupsafe
 import pytest
 
 from pipeline import config_file, exit_codes
@@ -171,6 +172,16 @@ def test_a_single_class_folder_fails_in_the_ingest_and_verbose_works(tiny, tmp_p
     assert line.startswith("imgpipe run: error: ImageExampleGen: ")
     assert "class" in line and "(full log: " in line
     assert "Component ImageExampleGen is running." in result.stderr  # live, with -v
+    # `imgpipe runs` says why in the same words, not only where the log is.
+    failed = _runs(build)[0]
+    assert (failed["status"], failed["stopped_by"]) == ("failed", "ImageExampleGen")
+    assert "class" in failed["not_pushed_reason"]
+    assert "the run log has the cause" not in failed["not_pushed_reason"]
+    page = tmp_path / "report.html"
+    subprocess.run(
+        [IMGPIPE, "report", "latest", "--build-dir", str(build), "--output", str(page)], check=True
+    )
+    assert str(markupsafe.escape(failed["not_pushed_reason"])) in page.read_text()
 
 
 def test_a_second_run_with_no_wait_fails_at_once(tiny):

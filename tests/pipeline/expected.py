@@ -21,4 +21,4 @@ COMPONENTS = (
     "ModelCardGen",
 )
 SCHEMA_IMPORTER = "schema_importer"
-DRIFT_NODES = ("drift_baseline_resolver", "DistributionValidator")  # not on Airflow or Vertex
+DRIFT_NODES = ("drift_baseline_resolver", "DistributionValidator")  # on every orchestrator

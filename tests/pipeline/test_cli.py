@@ -1,4 +1,5 @@
 import argparse
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -81,7 +82,7 @@ def test_bad_setting_fails_before_any_work_naming_the_field(tmp_path, capsys):
     code = main(
         [
             "prep",
-            "--input",
+            "--data",
             str(tmp_path),
             "--output",
             str(tmp_path / "out"),
@@ -134,7 +135,7 @@ def test_run_draws_the_embedded_data_beside_its_imports_only_when_nothing_names_
 
 
 def test_missing_input_is_a_clear_error(tmp_path, capsys):
-    assert main(["prep", "--input", str(tmp_path / "nope"), "--output", str(tmp_path)]) == 2
+    assert main(["prep", "--data", str(tmp_path / "nope"), "--output", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
@@ -151,7 +152,7 @@ def test_prep_writes_dataset_and_summarizes(tmp_path, capsys):
     code = main(
         [
             "prep",
-            "--input",
+            "--data",
             str(tmp_path / "in"),
             "--output",
             str(tmp_path / "out"),
@@ -177,7 +178,7 @@ def test_default_data_then_prep_is_what_make_run_local_does(tmp_path, capsys):
         main(
             [
                 "prep",
-                "--input",
+                "--data",
                 str(tmp_path / "data"),
                 "--output",
                 str(tmp_path / "out"),
@@ -187,3 +188,29 @@ def test_default_data_then_prep_is_what_make_run_local_does(tmp_path, capsys):
         == 0
     )
     assert "0 rejected" in capsys.readouterr().out
+
+
+def test_version_names_the_installed_package(capsys):
+    with pytest.raises(SystemExit) as raised:
+        main(["--version"])
+    assert raised.value.code == 0
+    assert capsys.readouterr().out.strip() == f"imgpipe {importlib.metadata.version('imgpipe')}"
+
+
+@pytest.mark.slow
+def test_too_little_data_is_a_settings_error_before_any_component(tmp_path, capsys):
+    images = tmp_path / "images"
+    for i in range(18):
+        path = images / ("cat" if i % 2 else "dog") / f"{i}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(image_files.jpeg(seed=i))
+    build = tmp_path / "build"
+    code = main(["run", "--data", str(images), "--build-dir", str(build)])
+    err = capsys.readouterr().err
+    assert code == exit_codes.BAD_INPUT
+    assert (
+        f"imgpipe run: error: trainer.batch_size: 18 labelled images in {images} give about 14 "
+        "training examples (80%), fewer than one batch of 64; use a smaller batch "
+        "(--set trainer.batch_size=8) or add images"
+    ) in err
+    assert not (build / "tfx" / "ImageExampleGen").exists()

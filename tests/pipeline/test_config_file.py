@@ -95,3 +95,33 @@ def test_set_overrides_the_file_and_data_overrides_its_input(tmp_path, capsys):
     assert (shown["ingest"]["input"], shown["trainer"]["epochs"]) == ("from-file", 6)
     main(["config", "show", "--config", str(path), "--data", "from-flag"])
     assert yaml.safe_load(capsys.readouterr().out)["ingest"]["input"] == "from-flag"
+
+
+def test_flags_beat_the_config_file_which_beats_the_preset(tmp_path, capsys):
+    """`config show > my.yaml`, then `--config my.yaml --build-dir elsewhere` uses elsewhere."""
+    assert main(["config", "show", "--build-dir", str(tmp_path / "first")]) == 0
+    shown = tmp_path / "my.yaml"
+    shown.write_text(capsys.readouterr().out.replace("  epochs: 30\n", "  epochs: 7\n"))
+    elsewhere = tmp_path / "elsewhere"
+    argv = ["--config", str(shown), "--build-dir", str(elsewhere), "--data", "photos"]
+    assert main(["config", "show", *argv, "--set", "name=flowers"]) == 0
+    config = yaml.safe_load(capsys.readouterr().out)
+    assert config["pipeline_root"] == str(elsewhere / "tfx")
+    assert config["metadata_path"] == str(elsewhere / "tfx" / "metadata.db")
+    assert config["serving_dir"] == str(elsewhere / "serving")
+    assert config["ingest"]["input"] == "photos"
+    assert config["name"] == "flowers"
+    assert config["trainer"]["epochs"] == 7
+
+    assert main(["config", "show", *argv, "--set", "name=flowers", "--origins"]) == 0
+    origins = {
+        line.split()[0]: line.split("(", 1)[1].rstrip(")")
+        for line in capsys.readouterr().out.splitlines()
+    }
+    assert origins["pipeline_root"] == origins["serving_dir"] == "--build-dir"
+    assert origins["ingest.input"] == "--data"
+    assert origins["name"] == "--set name=flowers"
+    assert origins["trainer.epochs"] == f"config file {shown}"
+    assert origins["gate.image_size_jsd"] == f"config file {shown}"  # show wrote every field
+    assert main(["config", "show", "--origins"]) == 0
+    assert "(preset local)" in capsys.readouterr().out

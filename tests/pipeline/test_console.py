@@ -133,3 +133,13 @@ def test_on_a_terminal_training_progress_is_a_live_bar():
     assert "\r" in text and "4/8" in text  # redrawn in place
     assert "epoch 1/2, 31.5 images/s, loss 0.6930, accuracy 0.5000" in text
     assert text.rstrip().splitlines()[-1].split() == ["Trainer", "ran", *text.split()[-2:]]
+
+
+def test_a_notice_is_shown_under_the_running_component():
+    shown, handler, out = _handler()
+    _log(handler, "Component %s is running.", "Trainer")
+    record = logging.LogRecord("trainer", logging.INFO, __file__, 1, "notice: %s", ("x",), None)
+    handler.handle(record)
+    _log(handler, "worker 3: notice: %s", "forwarded from a worker")
+    lines = out.getvalue().splitlines()[1:]
+    assert [line.strip() for line in lines] == ["Trainer: x", "Trainer: forwarded from a worker"]

@@ -40,6 +40,16 @@ def test_factory_is_pure_and_wires_every_component(tmp_path):
     assert pipeline.beam_pipeline_args == list(resolve_beam_args(config.beam_args, 2))
 
 
+def test_no_setting_takes_a_name_airflows_launcher_keeps_for_itself(tmp_path):
+    """TFX's legacy launcher (Airflow's) refuses, before it records the execution, a component
+    whose settings use one of the names it puts on every execution."""
+    from tfx.orchestration.metadata import _EXECUTION_TYPE_RESERVED_KEYS  # noqa: PLC2701
+
+    _, pipeline = _create(tmp_path)
+    for component in pipeline.components:
+        assert not set(component.exec_properties) & set(_EXECUTION_TYPE_RESERVED_KEYS), component.id
+
+
 def test_user_code_is_imported_by_name_and_its_edits_change_the_settings(tmp_path):
     """No module_file: TFX builds and installs no user-code wheel; the fingerprint of each
     module's code in its custom_config is what invalidates the cache when the code changes."""

@@ -64,8 +64,12 @@ def test_runs_newest_first_with_component_states_metrics_and_push(runs, capsys):
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["RUN", "PIPELINE", "STARTED"]
-    assert lines[1].startswith(runs.second.run_id) and lines[3].startswith(runs.first.run_id)
+    rows = [line for line in lines[1:] if not line.startswith("    ")]
+    assert rows[0].startswith(runs.second.run_id) and rows[1].startswith(runs.first.run_id)
     assert "cached: ImageExampleGen" in lines[2] and "Trainer" in lines[2].split("ran:")[1]
+    # The tiny eval split (a few images per class) is flagged under each run.
+    assert lines[3].startswith("    caution: small eval split (")
+    assert newest.eval_warning and "want at least 10 per class and 50 in all" in newest.eval_warning
     code, out, _ = runs.cli(capsys, "runs", "--json")
     assert [run["run_id"] for run in json.loads(out)] == [runs.second.run_id, runs.first.run_id]
 
@@ -90,6 +94,43 @@ def test_a_store_built_with_a_relative_build_folder_answers_alike_from_anywhere(
     image = runs.images / "dog" / "3.jpg"
     (match,) = lineage.image_lineage(store, str(image)).matches
     assert match.match == "path and bytes"
+
+
+_HEAVY = ("tensorflow", "tensorflow_model_analysis", "tfx", "apache_beam")
+_IMPORTS_AFTER = f"""
+import contextlib, io, json, sys
+from pipeline.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({{"code": code, "heavy": [m for m in {_HEAVY!r} if m in sys.modules]}}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs"],
+        ["runs", "--json"],
+        ["runs", "diff", "latest~1", "latest"],
+        ["lineage", "model", "--latest-pushed"],
+        ["lineage", "examples", "EXAMPLES"],
+        ["lineage", "image", "IMAGE"],
+        ["schema", "show"],
+        ["schema", "show", "--json"],
+        ["config", "show"],
+    ],
+)
+def test_read_only_commands_load_no_tensorflow_tfma_tfx_or_beam(runs, command):
+    """They answer from ML Metadata and a few small files, in a fresh process each."""
+    values = {"EXAMPLES": str(runs.first.examples_id), "IMAGE": str(runs.images / "cat" / "1.jpg")}
+    argv = [values.get(word, word) for word in command]
+    if command[0] != "config":
+        argv += ["--mlmd-sqlite", runs.config.metadata_path]
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AFTER, *argv], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout.splitlines()[-1]) == {"code": 0, "heavy": []}
 
 
 @pytest.mark.slow

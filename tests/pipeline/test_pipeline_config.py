@@ -3,7 +3,13 @@ import dataclasses
 import pytest
 
 from data_prep.ingest_config import ConfigError
-from pipeline.pipeline_config import PRESETS, local_preset, override, with_absolute_paths
+from pipeline.pipeline_config import (
+    PRESETS,
+    check_data_fits,
+    local_preset,
+    override,
+    with_absolute_paths,
+)
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -118,3 +124,28 @@ def test_with_absolute_paths_resolves_local_paths_and_keeps_uris(tmp_path, monke
     assert config.pipeline_root == str(tmp_path / "build" / "tfx")
     assert config.metadata_path == str(tmp_path / "build" / "tfx" / "metadata.db")
     assert config.serving_dir == "gs://bucket/serving"
+
+
+def test_too_little_data_for_a_batch_names_a_batch_that_fits():
+    config = local_preset("images")
+    check_data_fits(config, files=80)  # 64 training examples: one batch of 64
+    with pytest.raises(ConfigError) as raised:
+        check_data_fits(config, files=18)
+    assert str(raised.value) == (
+        "trainer.batch_size: 18 labelled images in images give about 14 training examples "
+        "(80%), fewer than one batch of 64; use a smaller batch (--set trainer.batch_size=8) "
+        "or add images"
+    )
+    accumulated = dataclasses.replace(
+        config, trainer=dataclasses.replace(config.trainer, gradient_accumulation_steps=2)
+    )
+    with pytest.raises(ConfigError, match="one accumulated step of 128; .*batch_size=32"):
+        check_data_fits(accumulated, files=80)
+
+
+def test_augmentation_is_a_setting_checked_like_the_others():
+    config = override(local_preset("images"), "trainer.augment.flip=false")
+    assert config.trainer.augment.flip is False
+    assert config.trainer.augment.crop == local_preset("images").trainer.augment.crop
+    with pytest.raises(ConfigError, match=r"^trainer.augment.crop: 0.0 is not in \(0, 1\]"):
+        override(local_preset("images"), "trainer.augment.crop=0").validate()

@@ -3,7 +3,9 @@ records why in the executor's result), lets a clean span through, and obeys the 
 
 import json
 
+import pytest
 from tensorflow_metadata.proto.v0 import anomalies_pb2
+from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils, standard_artifacts
 
 from components import metadata_keys
@@ -47,9 +49,22 @@ def _report(root, label_map, near_duplicates=0.0):
     return report
 
 
-def _run(tmp_path, label_map, drift=None, allow=False, near_duplicates=0.0, limit=1.0):
+def _run(
+    tmp_path,
+    label_map,
+    drift=None,
+    allow=False,
+    reads_results=True,
+    near_duplicates=0.0,
+    limit=1.0,
+):
+    """The gate's executor as a launcher that reads execution results (the local runner's)
+    runs it, or as TFX's legacy launcher (Airflow's) does, with no executor output path."""
     verdict = data_gate.DataVerdict()
-    output = data_gate.Executor().Do(
+    context = base_executor.BaseExecutor.Context(
+        executor_output_uri=str(tmp_path / "executor_output.pb") if reads_results else None
+    )
+    output = data_gate.Executor(context).Do(
         {
             data_gate.ANOMALIES_KEY: [
                 _anomalies(tmp_path / "schema", "Split", "train", anomalies_pb2.Anomalies())
@@ -63,6 +78,7 @@ def _run(tmp_path, label_map, drift=None, allow=False, near_duplicates=0.0, limi
         {
             data_gate.REFERENCE_LABEL_MAP_KEY: json.dumps(REFERENCE),
             data_gate.ALLOW_CLASS_CHANGES_KEY: int(allow),
+            data_gate.PIPELINE_KEY: "shapes",
             data_gate.MAX_NEAR_DUPLICATE_FRACTION_KEY: limit,
         },
     )
@@ -86,6 +102,19 @@ def test_drift_stops_the_span_naming_feature_value_and_threshold(tmp_path):
     assert message.startswith("data gate stopped span 2 before training:")
     assert "drift: train_train: feature 'image_format': High Linfty distance" in message
     assert "is 1 (up to six significant digits), above the threshold 0.2" in message
+    assert message.endswith("; to let this span through: --set gate.image_format_linf=1")
+
+
+def test_the_let_through_setting_is_the_measured_distance_rounded_up():
+    line = "The distance is 0.2314 (up to six significant digits), above the threshold 0.2."
+    assert data_gate.let_through("label_name", line) == (
+        "; to let this span through: --set gate.class_distribution_linf=0.24"
+    )
+    assert data_gate.let_through("width", line.replace("0.2314", "0.3")).endswith(
+        "--set gate.image_size_jsd=0.3"
+    )
+    assert data_gate.let_through("sha256", line) == ""
+    assert data_gate.let_through("label_name", "no distance here") == ""
 
 
 def test_a_new_class_stops_unless_allowed_and_then_its_share_drift_is_expected(tmp_path):
@@ -95,7 +124,7 @@ def test_a_new_class_stops_unless_allowed_and_then_its_share_drift_is_expected(t
     assert (
         "classes: new class(es) cross against the pipeline's classes (circle, square, " in message
     )
-    assert "gate.allow_class_changes=true" in message
+    assert "to train a model with the new head: --set gate.allow_class_changes=true" in message
 
     share = _drift("label_name", "The Linfty distance ... is 0.25, above the threshold 0.2.")
     output, verdict = _run(tmp_path / "allowed", with_cross, drift=share, allow=True)
@@ -110,6 +139,17 @@ def test_a_gone_class_stops_even_when_changes_are_allowed(tmp_path):
     message = output.execution_result.result_message
     assert "new class(es) cross and class(es) gone triangle" in message
     assert "put its images back" in message
+    # The exact setting that trains the classes left, as a pipeline of their own.
+    assert message.endswith("--set name=shapes-without-triangle")
+
+
+def test_a_launcher_that_reads_no_results_gets_the_stop_as_an_exception(tmp_path):
+    with pytest.raises(data_gate.SpanStopped) as stopped:
+        _run(tmp_path, {**REFERENCE, "cross": 3}, reads_results=False)
+    assert str(stopped.value).startswith("data gate stopped span 2 before training:")
+    assert "new class(es) cross" in str(stopped.value)
+    output, _ = _run(tmp_path / "clean", REFERENCE, reads_results=False)
+    assert output is None  # a clean span passes the same way on every launcher
 
 
 def test_too_many_near_duplicates_stop_the_span_only_above_the_limit(tmp_path):

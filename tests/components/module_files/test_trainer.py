@@ -9,11 +9,13 @@ from tfx.types import standard_artifacts
 
 from components.metadata_keys import CLASS_NAMES_KEY, LABEL_MAP_PROPERTY
 from components.module_files import trainer as trainer_module
-from components.trainer.trainer_config import TrainerConfig
+from components.trainer.trainer_config import AugmentConfig, TrainerConfig
 
 
-def test_config_survives_json_with_a_profile_range():
-    config = TrainerConfig(profile_steps=(3, 5), jit_compile=True)
+def test_config_survives_json_with_a_profile_range_and_augmentation():
+    config = TrainerConfig(
+        profile_steps=(3, 5), jit_compile=True, augment=AugmentConfig(flip=False, crop=1.0)
+    )
     text = trainer_module.trainer_config_to_json(config)
     assert trainer_module.trainer_config_from_json(text) == config
 

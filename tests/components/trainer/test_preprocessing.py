@@ -9,6 +9,7 @@ from PIL import Image
 
 from components.trainer import preprocessing
 from components.trainer.preprocessing import Normalization
+from components.trainer.trainer_config import AugmentConfig
 from data_prep.contract import features
 from data_prep.ingest_config import ConfigError
 from tests.data_prep import image_files
@@ -127,7 +128,7 @@ def test_crop_window_keeps_most_of_each_side_inside_the_image():
     fraction = height / 375
 
     assert windows.shape == (200, 4)
-    assert (fraction >= preprocessing.MIN_CROP_FRACTION - 0.01).all() and (fraction <= 1).all()
+    assert (fraction >= AugmentConfig().crop - 0.01).all() and (fraction <= 1).all()
     assert (abs(width / 500 - fraction) < 0.01).all()  # the aspect ratio is kept
     assert (top >= 0).all() and (top + height <= 375).all()
     assert (left >= 0).all() and (left + width <= 500).all()
@@ -203,10 +204,10 @@ def test_random_color_eager_equals_map_and_matches_tf_image():
     np.testing.assert_allclose(eager, in_map, rtol=1e-6, atol=1e-6)
     brightness_seed, contrast_seed = tf.unstack(tf.random.experimental.stateless_split(SEED, 2))
     shape = [BATCH, 1, 1, 1]
-    delta = preprocessing.BRIGHTNESS_DELTA
+    delta = AugmentConfig().brightness
     brightness = tf.random.stateless_uniform(shape, brightness_seed, -delta, delta).numpy()
     contrast = tf.random.stateless_uniform(
-        shape, contrast_seed, *preprocessing.CONTRAST_RANGE
+        shape, contrast_seed, 1 - AugmentConfig().contrast, 1 + AugmentConfig().contrast
     ).numpy()
     for index, image in enumerate(images):
         expected = tf.image.adjust_brightness(image, brightness[index].item())
@@ -239,3 +240,35 @@ def test_augment_batch_eager_equals_map_and_augments_each_image_differently():
     assert eager.shape == (BATCH, SIZE, SIZE, 3)
     flat = eager.reshape(BATCH, -1)
     assert len(np.unique(flat.round(4), axis=0)) == BATCH
+
+
+OFF = AugmentConfig(flip=False, crop=1.0, brightness=0.0, contrast=0.0)
+
+
+def test_augmentation_switched_off_leaves_the_preprocessed_image():
+    encoded = tf.constant(image_files.jpeg(seed=8, height=48, width=64))
+    plain = preprocessing.preprocess_image(encoded, SIZE, NORMALIZATION).numpy()
+    for seed in range(4):
+        seeds = tf.constant([seed, 1], tf.int64)
+        augmented = preprocessing.augment_encoded(encoded, SIZE, NORMALIZATION, seeds, OFF)
+        np.testing.assert_allclose(augmented.numpy(), plain, atol=1e-5)
+        batch = preprocessing.augment_batch(tf.constant(plain[np.newaxis]), seeds, OFF)
+        np.testing.assert_allclose(batch.numpy()[0], plain, atol=1e-3)
+
+
+@pytest.mark.parametrize("flip", [True, False])
+def test_flip_alone_mirrors_some_images_only_when_on(flip):
+    encoded = tf.constant(image_files.jpeg(seed=9, height=SIZE, width=SIZE))
+    plain = preprocessing.preprocess_image(encoded, SIZE, NORMALIZATION).numpy()
+    mirrored = plain[:, ::-1]
+    augment = AugmentConfig(flip=flip, crop=1.0, brightness=0.0, contrast=0.0)
+    outcomes = set()
+    for seed in range(16):
+        seeds = tf.constant([seed, 2], tf.int64)
+        image = preprocessing.augment_encoded(encoded, SIZE, NORMALIZATION, seeds, augment)
+        batch = preprocessing.augment_batch(tf.constant(plain[np.newaxis]), seeds, augment)
+        for result, atol in ((image.numpy(), 1e-5), (batch.numpy()[0], 1e-3)):
+            is_plain = np.allclose(result, plain, atol=atol)
+            assert is_plain or np.allclose(result, mirrored, atol=atol)
+            outcomes.add(is_plain)
+    assert outcomes == ({True, False} if flip else {True})

@@ -3,6 +3,7 @@
 import dataclasses
 import glob
 import json
+import logging
 import math
 import os
 import signal
@@ -20,6 +21,7 @@ from components.trainer.checkpoints import RunCheckpoints
 from components.trainer.model import backbone_of, build_model
 from components.trainer.preprocessing import Normalization
 from components.trainer.trainer_config import runlocal
+from data_prep.runtime import progress
 from tests.components.trainer.conftest import EXAMPLES_PER_SHARD, LABEL_NAMES, SHARDS
 from tests.data_prep import image_files
 
@@ -222,7 +224,7 @@ def _weights_file(directory) -> str:
     ("min_phase_steps", "epochs"), [(0, 2), (4, 4)], ids=["epochs", "stretched_to_min_steps"]
 )
 def test_fine_tuning_runs_both_phases_each_traced_once(
-    shard_pattern, tmp_path, min_phase_steps, epochs
+    shard_pattern, tmp_path, caplog, min_phase_steps, epochs
 ):
     """1 frozen + 1 fine-tuning epoch of 3 steps; a floor of 4 steps makes each phase 2 epochs."""
     config = dataclasses.replace(
@@ -232,9 +234,18 @@ def test_fine_tuning_runs_both_phases_each_traced_once(
         weights_path=_weights_file(tmp_path),
         min_phase_steps=min_phase_steps,
     )
-    metrics = train.train(
-        config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path / "run")
-    )
+    with caplog.at_level(logging.INFO):
+        metrics = train.train(
+            config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path / "run")
+        )
+    notices = [progress.parse_notice(r.getMessage()) for r in caplog.records]
+    stretched = [text for text in notices if text and "stretched" in text]
+    if epochs > config.epochs:  # the console says what the run changed
+        (line,) = stretched
+        assert line.startswith(f"trainer.epochs=2 stretched to {epochs} epochs: ")
+        assert "make 3 steps per epoch" in line and "trainer.min_phase_steps=4 steps" in line
+    else:
+        assert stretched == []
 
     assert metrics["phases"] == ["frozen", "fine_tune"]
     assert metrics["steps_per_epoch"] == 3

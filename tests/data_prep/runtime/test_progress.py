@@ -49,3 +49,10 @@ def test_counter_times_a_run_from_when_its_first_work_began():
     counter = progress.ProgressCounter(every_s=3600)
     done, seconds = counter.add("run-a", 64, time.monotonic() - 2.0)
     assert done == 64 and seconds == pytest.approx(2.0, abs=0.5)
+
+
+def test_notice_lines_parse_back(caplog):
+    with caplog.at_level(logging.INFO):
+        progress.notice(logging.getLogger("trainer"), "epochs stretched to 40")
+    assert progress.parse_notice(caplog.records[0].getMessage()) == "epochs stretched to 40"
+    assert progress.parse_notice("nothing to see") is None

@@ -116,7 +116,9 @@ def _status(store, run_id):
 
 def test_an_interrupted_run_is_shown_interrupted(tmp_path):
     store = _store(tmp_path / "metadata.db")
-    run_guard.begin_run(store, "run-1", "imgpipe", run_guard.Holder.me(), '{"name": "x"}')
+    run_guard.begin_run(
+        store, "run-1", "imgpipe", run_guard.Holder.me(), '{"name": "x"}', ("trainer.epochs=5",)
+    )
     done, running = _pipeline_with(
         store, "imgpipe", [mlmd_pb2.Execution.COMPLETE, mlmd_pb2.Execution.RUNNING], "run-1"
     )
@@ -129,9 +131,10 @@ def test_an_interrupted_run_is_shown_interrupted(tmp_path):
     assert _status(store, "run-1") == "interrupted"
     [context] = store.get_contexts_by_type(run_guard.RUN_CONTEXT)
     assert context.custom_properties[run_guard.RUN_PID].int_value == os.getpid()
-    # The config file's settings are facts of the run, for `imgpipe runs diff`.
+    # The config file's settings and the --set ones are facts of the run, for `runs diff`.
     [run] = lineage.list_runs(store, metrics=False)
-    assert lineage.run_facts(store, run)["config.file.name"] == "x"
+    facts = lineage.run_facts(store, run)
+    assert (facts["config.file.name"], facts["config.set.trainer.epochs"]) == ("x", "5")
 
 
 def test_a_run_killed_between_two_components_is_shown_failed_not_complete(tmp_path):

@@ -9,12 +9,13 @@ import pytest
 
 from pipeline.pipeline_config import local_preset
 from tests.data_prep import image_files
-from tests.pipeline.expected import COMPONENTS, DRIFT_NODES
+from tests.pipeline.expected import COMPONENTS
 
 pytestmark = pytest.mark.slow
 IMAGE = "europe-docker.pkg.dev/project/imgpipe/imgpipe:1.0"
 ROOT = "gs://bucket/imgpipe"
 RESOLVER = "baseline_model_resolver"
+DRIFT_BASELINE = f"{ROOT}/StatisticsGen/statistics/7"  # the blessed model's training data's
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def compiled(tmp_path_factory):
     )
     data = snapshot_for_vertex(config.ingest.input, span=4)
     output = root / "out" / "imgpipe.json"
-    spec = compile_vertex(config, data, IMAGE, str(output))
+    spec = compile_vertex(config, data, IMAGE, str(output), drift_baseline=DRIFT_BASELINE)
     assert json.loads(output.read_text()) == spec
     return spec, data
 
@@ -50,12 +51,7 @@ def _parameters(spec, task):
 def test_every_component_is_a_task_and_the_baseline_is_resolved_from_metadata(compiled):
     spec, _ = compiled
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
-    # No drift check: its baseline needs a custom resolver, which Kubeflow V2 cannot compile.
-    assert {name for name in tasks if not name.startswith(RESOLVER)} == set(COMPONENTS) - {
-        RESOLVER,
-        "drift_baseline_resolver",
-        "DistributionValidator",
-    }
+    assert {name for name in tasks if not name.startswith(RESOLVER)} == set(COMPONENTS) - {RESOLVER}
     assert {name for name in tasks if name.startswith(RESOLVER)} == {
         f"{RESOLVER}-model-resolver",
         f"{RESOLVER}-model-blessing-resolver",
@@ -74,7 +70,8 @@ def test_components_run_in_our_image_with_the_beam_options(compiled):
         for name, executor in executors.items()
         if "container" in executor
     }
-    assert set(containers) == set(COMPONENTS) - {RESOLVER, *DRIFT_NODES}
+    # The drift baseline is an importer, which runs in Vertex's own system container.
+    assert set(containers) == set(COMPONENTS) - {RESOLVER, "drift_baseline_resolver"}
     for name, container in containers.items():
         assert container["image"] == IMAGE, name
         assert container["command"][-1] == (
@@ -102,6 +99,41 @@ def test_settings_user_code_and_pipeline_root(compiled):
     assert "metadata.db" not in json.dumps(spec)  # Vertex keeps its own ML Metadata
 
 
+def test_the_drift_check_compares_the_span_with_the_given_baseline(compiled):
+    spec, _ = compiled
+    tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
+    check = tasks["DistributionValidator"]["inputs"]
+    baseline = check["artifacts"]["baseline_statistics"]["taskOutputArtifact"]
+    assert baseline["producerTask"] == "drift_baseline_resolver"
+    statistics = check["artifacts"]["statistics"]["taskOutputArtifact"]
+    assert statistics["producerTask"] == "StatisticsGen"
+    assert "DistributionValidator" in tasks["DataGate"]["dependentTasks"]
+    assert DRIFT_BASELINE in json.dumps(tasks["drift_baseline_resolver"])
+    parameters = _parameters(spec, "DistributionValidator")
+    assert parameters["include_split_pairs"] == '[["train", "train"]]'
+    # The comparators and thresholds are the config's, as in local runs.
+    config = json.loads(parameters["distribution_validator_config"])["defaultSliceConfig"]
+    thresholds = {
+        comparator["path"]["step"][0]: comparator["distributionComparator"]
+        for comparator in config["feature"]
+    }
+    assert thresholds["label_name"] == {"infinityNorm": {"threshold": 0.2}}
+    assert thresholds["height"] == {"jensenShannonDivergence": {"threshold": 0.3}}
+
+
+def test_a_later_span_needs_its_drift_baseline(tmp_path):
+    from pipeline.runners.vertex import compile_vertex, snapshot_for_vertex
+
+    images = tmp_path / "images" / "cat"
+    images.mkdir(parents=True)
+    (images / "0.jpg").write_bytes(image_files.jpeg(seed=3))
+    config = local_preset(str(tmp_path / "images"), str(tmp_path / "build"))
+    data = snapshot_for_vertex(config.ingest.input, span=2)
+    with pytest.raises(ValueError, match="drift-baseline: is needed for span 2"):
+        compile_vertex(config, data, IMAGE, str(tmp_path / "x.json"))
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_span_must_be_positive():
     from pipeline.runners.vertex import snapshot_for_vertex
 
@@ -127,11 +159,13 @@ def test_cli_writes_the_spec_with_beam_options_after_dashes(compiled, tmp_path, 
     output = tmp_path / "spec.json"
     code = main(
         ["compile-vertex", "--data", str(tmp_path / "images"), "--pipeline-root", ROOT]
-        + ["--image", IMAGE, "--span", "2", "--output", str(output), "--", "--runner=FlinkRunner"]
+        + ["--image", IMAGE, "--span", "2", "--output", str(output)]
+        + ["--drift-baseline", DRIFT_BASELINE, "--", "--runner=FlinkRunner"]
     )
     assert code == 0
-    # Every component but the resolver, which compiles to two resolver tasks.
-    tasks = len(COMPONENTS) - len(DRIFT_NODES) - 1 + 2  # no drift check on Kubeflow V2
+    # Span 2 with its drift baseline: every component but the resolver, which compiles to two
+    # resolver tasks.
+    tasks = len(COMPONENTS) - 1 + 2
     assert f"{output}: {tasks} tasks in {IMAGE}" in capsys.readouterr().out
     spec = json.loads(output.read_text())
     executor = spec["pipelineSpec"]["deploymentSpec"]["executors"]["Transform_executor"]
