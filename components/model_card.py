@@ -14,6 +14,7 @@ next to the SavedModel in the pushed version folder:
 """
 
 import datetime
+import html
 import json
 import os
 from importlib import metadata
@@ -37,6 +38,7 @@ from components.evaluation_report_reader import small_eval_warning
 from components.model_card_reader import CARD_JSON, CARD_MARKDOWN, EVALUATION_DIR, TFLITE_DIR
 from components.trainer.serving_assets import read_label_names
 from data_prep.ingest import IngestOutputs, read_ingest_report
+from data_prep.runtime.terminal import terminal_safe
 
 PACKAGES = (
     "imgpipe",
@@ -279,7 +281,8 @@ def card_markdown(card: dict) -> str:
     ]
     for row in metrics["per_class"]:
         lines.append(
-            f"| {row['class']} | {train_counts.get(row['class'], 0)} | {row['support']} | "
+            f"| {markdown_text(row['class'])} | {train_counts.get(row['class'], 0)} | "
+            f"{row['support']} | "
             f"{shown(row['precision'])} | {shown(row['recall'])} | {shown(row['f1'])} |"
         )
     overall = tfma_metrics["candidate"].get("overall", {})
@@ -296,7 +299,7 @@ def card_markdown(card: dict) -> str:
         lines.append(f"- threshold on {threshold['metric']}: `{json.dumps(rule)}`")
     lines.append(f"- validation passed: {_yes(tfma_metrics['validation_ok'])}")
     pairs = ", ".join(
-        f"{pair['true']} -> {pair['predicted']} ({pair['count']})"
+        f"{markdown_text(pair['true'])} -> {markdown_text(pair['predicted'])} ({pair['count']})"
         for pair in metrics["most_confused"]
     )
     lines += [
@@ -334,9 +337,15 @@ def card_markdown(card: dict) -> str:
     return "\n".join(lines)
 
 
+def markdown_text(name: str) -> str:
+    """A class name (a folder name: the user's data) as Markdown text: HTML in it is shown, not
+    rendered; a control character is shown as an escape; a '|' does not split a table cell."""
+    return html.escape(terminal_safe(name)).replace("|", "\\|")
+
+
 def _data_health_lines(health: dict) -> list[str]:
     odd = ", ".join(
-        f"{name}: " + ", ".join(f"{flag} {n}" for flag, n in flags.items() if n)
+        f"{markdown_text(name)}: " + ", ".join(f"{flag} {n}" for flag, n in flags.items() if n)
         for name, flags in health["odd_images_per_class"].items()
         if any(flags.values())
     )
@@ -351,8 +360,8 @@ def _data_health_lines(health: dict) -> list[str]:
         f"{health['label_issues']}",
     ]
     lines += [
-        f"  - `{issue['path']}`: given {issue['given']}, predicted {issue['predicted']} "
-        f"({issue['confidence']:.2f})"
+        f"  - {markdown_text(issue['path'])}: given {markdown_text(issue['given'])}, predicted "
+        f"{markdown_text(issue['predicted'])} ({issue['confidence']:.2f})"
         for issue in health["label_issues"][:10]
     ]
     return [*lines, ""]

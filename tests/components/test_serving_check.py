@@ -1,7 +1,7 @@
 """The serving check: output checks catch each kind of wrong answer; the graph check finds what
 only the saving process has (a Python callback, a custom op); the component blesses a good export
 (with load time and latency measured) and refuses a broken one, and a model that answers in this
-process but not in a fresh one; and the standard Pusher pushes only with both its blessing and the
+process but not in a fresh one; and the Pusher pushes only with both its blessing and the
 Evaluator's."""
 
 import json
@@ -15,9 +15,9 @@ import tf_keras as keras
 from google.protobuf import json_format
 from tensorflow.python.saved_model import registration
 from tfx import v1 as tfx
-from tfx.components.pusher.executor import Executor as PusherExecutor
 from tfx.types import standard_artifacts
 
+from components.pusher import Executor as PusherExecutor
 from components.serving_check import BLESSED_FILE, NOT_BLESSED_FILE, REPORT_FILE, ServingCheck
 from components.serving_probe import check_outputs, stock_tensorflow_problems
 from components.trainer import export, serving_assets
