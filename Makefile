@@ -34,11 +34,12 @@ AIRFLOW_ENV := AIRFLOW_HOME=$(abspath $(BUILD))/airflow \
 IMAGE ?= imgpipe:latest
 PIPELINE_ROOT ?= gs://YOUR_BUCKET/imgpipe
 
-.PHONY: help setup test test-fast lint run-local bench bench-gpu orchestrators airflow airflow-test compile-vertex
+.PHONY: help setup test test-fast lint run-local run-local-cluster bench bench-gpu orchestrators airflow airflow-test compile-vertex
 
 help:
 	@echo "make run-local [DATA=/path/to/images] [SET='trainer.epochs=5 ...']"
 	@echo "                                       run the pipeline (default: the embedded dataset)"
+	@echo "make run-local-cluster [DATA=...] [SET=...]  the same, Beam on a local job service + worker pool"
 	@echo "make test                              full test suite (builds .venv first)"
 	@echo "make test-fast                         unit tests only (about a minute)"
 	@echo "make bench [PARTS='input ingest']      benchmarks -> build/bench, docs/performance.md"
@@ -76,6 +77,10 @@ DECISIONS = $(shell $(BIN)/python -c "from pipeline.exit_codes import NOT_PUSHED
 
 run-local: $(STAMP)
 	$(BIN)/imgpipe run --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") $(foreach s,$(SET),--set $(s)); \
+		status=$$?; for decision in $(DECISIONS); do [ $$status -eq $$decision ] && exit 0; done; exit $$status
+
+run-local-cluster: $(STAMP)
+	$(BIN)/imgpipe run --runner local-cluster --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") $(foreach s,$(SET),--set $(s)); \
 		status=$$?; for decision in $(DECISIONS); do [ $$status -eq $$decision ] && exit 0; done; exit $$status
 
 # The benchmarks' console shows their results: TensorFlow's C++ start-up lines and the Google

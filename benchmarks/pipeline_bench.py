@@ -40,9 +40,22 @@ PREFIX = "pipeline"
 MEMORY_SAMPLE_S = 1.0
 
 
-def run_pipeline(data_dir: str, build_dir: str) -> dict:
-    """One fresh `imgpipe run`: wall seconds, peak memory and each component's seconds."""
+def short_run_settings() -> list[str]:
+    """Exactly EPOCHS epochs, no step floor stretching the smaller run's, no accuracy floor."""
     from components.trainer.trainer_config import TrainerConfig
+
+    warmup = min(TrainerConfig().warmup_epochs, EPOCHS - 1)  # the config needs warmup < epochs
+    return [
+        f"trainer.epochs={EPOCHS}",
+        f"trainer.warmup_epochs={warmup}",
+        "trainer.min_phase_steps=0",  # N=2,000 is 24 steps an epoch
+        "min_accuracy=0",
+    ]
+
+
+def run_pipeline(data_dir: str, build_dir: str, settings: list[str] | None = None) -> dict:
+    """One fresh `imgpipe run` with `settings` (default short_run_settings()): wall seconds,
+    peak memory, each component's seconds, the eval accuracy and the training report."""
     from pipeline.lineage import list_runs
     from pipeline.pipeline_config import local_preset
     from pipeline.runners.local import open_store
@@ -50,10 +63,8 @@ def run_pipeline(data_dir: str, build_dir: str) -> dict:
     shutil.rmtree(build_dir, ignore_errors=True)
     imgpipe = os.path.join(os.path.dirname(sys.executable), "imgpipe")
     command = [imgpipe, "run", "--data", data_dir, "--build-dir", build_dir]
-    warmup = min(TrainerConfig().warmup_epochs, EPOCHS - 1)  # the config needs warmup < epochs
-    command += ["--set", f"trainer.epochs={EPOCHS}", "--set", f"trainer.warmup_epochs={warmup}"]
-    command += ["--set", "trainer.min_phase_steps=0"]  # N=2,000 is 24 steps an epoch
-    command += ["--set", "min_accuracy=0"]
+    for setting in short_run_settings() if settings is None else settings:
+        command += ["--set", setting]
     if BEAM_ARGS:
         command += ["--", *BEAM_ARGS]
     finished = run_measured(command, sample_every_s=MEMORY_SAMPLE_S)
@@ -71,6 +82,8 @@ def run_pipeline(data_dir: str, build_dir: str) -> dict:
         # imports of TensorFlow, Beam and TFX, the input's snapshot, the pipeline's compile) and
         # after the last one ends (the summary, the run report).
         "outside_components_s": finished.seconds - run.seconds,
+        "eval_accuracy": run.eval_accuracy,
+        "training": run.training_performance or {},
     }
 
 

@@ -11,6 +11,16 @@ TFLITE_MODEL_TYPE = "imgpipe.TFLiteModel"
 MODEL_CARD_TYPE = "imgpipe.ModelCard"
 
 DATA_VERDICT_TYPE = "imgpipe.DataVerdict"
+# `imgpipe predict --output`: an execution of PREDICT_EXECUTION_TYPE reads the model it scored
+# with (INPUT, under PREDICT_MODEL_KEY) and writes the predictions file (OUTPUT, an artifact of
+# PREDICTIONS_TYPE under PREDICTIONS_OUTPUT_KEY), whose custom properties hold the counts.
+PREDICTIONS_TYPE = "imgpipe.Predictions"
+PREDICT_EXECUTION_TYPE = "imgpipe.Predict"
+PREDICT_MODEL_KEY = "model"
+PREDICTIONS_OUTPUT_KEY = "predictions"
+PREDICTIONS_COUNTS = ("files", "scored", "low_confidence", "rejected", "ignored")
+MODEL_VERSION_PROPERTY = "model_version"
+MIN_CONFIDENCE_PROPERTY = "min_confidence"
 
 # DataGate's output key; DataVerdict custom property: "" or the class change the policy allowed.
 DATA_VERDICT_OUTPUT_KEY = "verdict"

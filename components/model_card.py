@@ -13,6 +13,7 @@ next to the SavedModel in the pushed version folder:
 """
 
 import datetime
+import html
 import json
 import os
 from importlib import metadata
@@ -34,6 +35,7 @@ from components.evaluation_report_reader import small_eval_warning
 from components.model_card_reader import CARD_JSON, CARD_MARKDOWN, EVALUATION_DIR, TFLITE_DIR
 from components.trainer.serving_assets import read_label_names
 from data_prep.ingest import IngestOutputs, read_ingest_report
+from data_prep.runtime.terminal import terminal_safe
 
 PACKAGES = (
     "imgpipe",
@@ -259,7 +261,8 @@ def card_markdown(card: dict) -> str:
     ]
     for row in metrics["per_class"]:
         lines.append(
-            f"| {row['class']} | {train_counts.get(row['class'], 0)} | {row['support']} | "
+            f"| {markdown_text(row['class'])} | {train_counts.get(row['class'], 0)} | "
+            f"{row['support']} | "
             f"{shown(row['precision'])} | {shown(row['recall'])} | {shown(row['f1'])} |"
         )
     overall = tfma_metrics["candidate"].get("overall", {})
@@ -276,7 +279,7 @@ def card_markdown(card: dict) -> str:
         lines.append(f"- threshold on {threshold['metric']}: `{json.dumps(rule)}`")
     lines.append(f"- validation passed: {_yes(tfma_metrics['validation_ok'])}")
     pairs = ", ".join(
-        f"{pair['true']} -> {pair['predicted']} ({pair['count']})"
+        f"{markdown_text(pair['true'])} -> {markdown_text(pair['predicted'])} ({pair['count']})"
         for pair in metrics["most_confused"]
     )
     lines += [
@@ -311,6 +314,12 @@ def card_markdown(card: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def markdown_text(name: str) -> str:
+    """A class name (a folder name: the user's data) as Markdown text: HTML in it is shown, not
+    rendered; a control character is shown as an escape; a '|' does not split a table cell."""
+    return html.escape(terminal_safe(name)).replace("|", "\\|")
 
 
 def tflite_table(tflite: dict) -> list[str]:

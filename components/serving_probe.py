@@ -17,6 +17,8 @@ Two parts:
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 
 import numpy as np
@@ -158,3 +160,16 @@ def single_image_latency(signature, inputs: dict, requests: int) -> dict:
         "p99": float(np.percentile(times, 99)),
         "requests": requests,
     }
+
+
+def main(argv: list[str]) -> int:
+    """`python -m components.serving_probe MODEL_DIR`: the probe's report as one JSON line on
+    stdout, from a process that has imported TensorFlow alone (the push's check)."""
+    (model_dir,) = argv
+    report = probe(model_dir, latency_requests=1)
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

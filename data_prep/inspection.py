@@ -74,19 +74,24 @@ def inspect_sources(
 def inspect_source(source: SourceFile, limits: ImageLimits) -> FileOutcome:
     """Classifies one file as accepted, rejected (with a reason) or ignored (not an image file);
     never raises, so one file can never stop the job."""
+    outcome, _ = examine_source(source, limits)
+    if outcome.status == ACCEPTED and source.label is None:
+        return FileOutcome(source, REJECTED, Reason.NO_LABEL, "image is not inside a class folder")
+    return outcome
+
+
+def examine_source(source: SourceFile, limits: ImageLimits) -> tuple[FileOutcome, Accepted | None]:
+    """The file's outcome whatever its label, and the accepted image itself (None unless
+    accepted): what `imgpipe predict` scores. Never raises."""
     if source.problem:
-        return FileOutcome(source, REJECTED, source.problem, source.problem_detail)
+        return FileOutcome(source, REJECTED, source.problem, source.problem_detail), None
     try:
         data = read_source(source, limits.max_file_bytes + 1)
     except Exception as error:  # noqa: BLE001  each filesystem raises its own type
-        return FileOutcome(source, REJECTED, Reason.UNREADABLE, str(error))
+        return FileOutcome(source, REJECTED, Reason.UNREADABLE, str(error)), None
     result = validate_bounded(data, limits)
     if isinstance(result, Accepted):
-        if source.label is None:
-            return FileOutcome(
-                source, REJECTED, Reason.NO_LABEL, "image is not inside a class folder"
-            )
-        return FileOutcome(
+        outcome = FileOutcome(
             source,
             ACCEPTED,
             sha256=hashlib.sha256(data).hexdigest(),
@@ -97,9 +102,10 @@ def inspect_source(source: SourceFile, limits: ImageLimits) -> FileOutcome:
             source_format=result.source_format,
             conversions=result.conversions,
         )
+        return outcome, result
     if not source.has_image_extension and _is_not_image(data, result.reason):
-        return FileOutcome(source, IGNORED, detail="not an image file")
-    return FileOutcome(source, REJECTED, result.reason, result.detail)
+        return FileOutcome(source, IGNORED, detail="not an image file"), None
+    return FileOutcome(source, REJECTED, result.reason, result.detail), None
 
 
 def _is_not_image(data: bytes, reason: str) -> bool:

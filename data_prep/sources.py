@@ -187,8 +187,9 @@ def _printable(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
-def read_manifest(manifest_path: str) -> list[SourceFile]:
-    """Reads `path,label[,split]` rows; relative paths resolve against the manifest's folder."""
+def read_manifest(manifest_path: str, labelled: bool = True) -> list[SourceFile]:
+    """Reads `path,label[,split]` rows; relative paths resolve against the manifest's folder.
+    labelled=False for images to classify: the label column may then be left out."""
     try:
         text = _read_manifest_bytes(manifest_path).decode("utf-8")
     except Exception as error:  # noqa: BLE001
@@ -196,7 +197,7 @@ def read_manifest(manifest_path: str) -> list[SourceFile]:
     rows = (
         _parse_jsonl(text, manifest_path)
         if manifest_path.endswith(".jsonl")
-        else _parse_csv(text, manifest_path)
+        else _parse_csv(text, manifest_path, labelled)
     )
     base = posixpath.dirname(manifest_path)
     sources, seen = [], set()
@@ -205,7 +206,7 @@ def read_manifest(manifest_path: str) -> list[SourceFile]:
         path, label, split = row.get("path"), row.get("label"), row.get("split") or None
         if not path:
             raise SourceError(f"{where}: missing 'path'")
-        if not label:
+        if not label and labelled:
             raise SourceError(f"{where}: missing 'label' for {path!r}")
         if split is not None and split not in SPLITS:
             raise SourceError(f"{where}: split {split!r} is not one of {', '.join(SPLITS)}")
@@ -213,7 +214,7 @@ def read_manifest(manifest_path: str) -> list[SourceFile]:
         if full in seen:
             raise SourceError(f"{where}: {path!r} is listed twice")
         seen.add(full)
-        sources.append(SourceFile(path, full, str(label), split))
+        sources.append(SourceFile(path, full, str(label) if label else None, split))
     if not sources:
         raise SourceError(f"manifest {manifest_path!r} lists no files")
     return sorted(sources)
@@ -231,10 +232,12 @@ def _read_manifest_bytes(manifest_path: str) -> bytes:
     return data
 
 
-def _parse_csv(text: str, where: str) -> list[tuple[int, dict]]:
+def _parse_csv(text: str, where: str, labelled: bool) -> list[tuple[int, dict]]:
     reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames or not {"path", "label"} <= set(reader.fieldnames):
-        raise SourceError(f"{where}: CSV header must name 'path' and 'label' columns")
+    required = {"path", "label"} if labelled else {"path"}
+    if not reader.fieldnames or not required <= set(reader.fieldnames):
+        columns = "'path' and 'label' columns" if labelled else "a 'path' column"
+        raise SourceError(f"{where}: CSV header must name {columns}")
     return [(number + 2, row) for number, row in enumerate(reader)]
 
 

@@ -1,4 +1,4 @@
-"""Writes gzip TFRecord files on any Beam filesystem without importing TensorFlow.
+"""Writes (and checks) gzip TFRecord files on any Beam filesystem without importing TensorFlow.
 
 The record framing (length, masked CRC-32C of the length, data, masked CRC-32C of the data) is
 TensorFlow's documented format; tests read every file back with tf.data.TFRecordDataset.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
@@ -54,3 +55,29 @@ class GzipTFRecordWriter:
             FileSystems.rename([self._partial], [self._path])
         else:
             FileSystems.delete([self._partial])
+
+
+def shard_problem(path: str) -> str | None:
+    """What is wrong with a gzip TFRecord file (a gzip stream that does not decompress, a record
+    cut short, a length or data CRC-32C that does not match), naming the record's offset in the
+    uncompressed stream; None when every record is whole."""
+    offset = 0
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+            with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
+                while header := stream.read(12):
+                    if len(header) < 12:
+                        return f"record at {offset} cut short"
+                    length_bytes, length_crc = header[:8], header[8:]
+                    if _masked_crc(length_bytes) != length_crc:
+                        return f"corrupted record at {offset}: its length fails its CRC"
+                    (length,) = struct.unpack("<Q", length_bytes)
+                    body = stream.read(length + 4)
+                    if len(body) < length + 4:
+                        return f"record at {offset} cut short"
+                    if _masked_crc(body[:length]) != body[length:]:
+                        return f"corrupted record at {offset}: its data fails its CRC"
+                    offset += 12 + length + 4
+    except (OSError, EOFError, zlib.error) as error:  # gzip's own checks: CRC, size, stream
+        return f"gzip stream unreadable after record {offset}: {error}"
+    return None

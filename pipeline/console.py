@@ -23,6 +23,7 @@ from typing import IO
 from absl import logging as absl_logging
 
 from data_prep.runtime import progress
+from data_prep.runtime.terminal import terminal_safe
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # What TFX's LocalDagRunner and launcher log around each component (absl logging).
@@ -82,7 +83,7 @@ class Console:
         self._tasks: dict[str, _Task] = {}
 
     def say(self, line: str) -> None:
-        self.out.write(line + "\n")
+        self.out.write(terminal_safe(line) + "\n")
         self.out.flush()
 
     def started(self, component: str) -> None:

@@ -49,12 +49,13 @@ def of_error(error: BaseException) -> int:
     from data_prep.ingest import IngestFailed
     from data_prep.ingest_config import ConfigError
     from data_prep.sources import SourceError
+    from pipeline.mlmd_connection import StoreNotFound
     from pipeline.runners.run_guard import RunBusy
 
     if isinstance(error, KeyboardInterrupt):
         return INTERRUPTED
     if isinstance(error, RunBusy):
         return BUSY
-    if isinstance(error, (ConfigError, SourceError, IngestFailed)):
+    if isinstance(error, (ConfigError, SourceError, IngestFailed, StoreNotFound)):
         return BAD_INPUT
     return COMPONENT_FAILED

@@ -38,6 +38,7 @@ from components.module_files import tuner as tuner_module
 from components.module_files.trainer import TrainerExecutor, trainer_config_to_json
 from components.module_files.transform import IMAGE_SIZE_KEY
 from components.module_files.tuner import TUNING_CONFIG_KEY, Tuner, tuning_config_to_json
+from components.pusher import Executor as PusherExecutor
 from components.serving_check import ServingCheck
 from components.tflite_export import TFLiteExport
 from components.trainer.export import EXAMPLES_SIGNATURE
@@ -233,8 +234,8 @@ def carry_code_fingerprints(
     its module_path (the Evaluator) the fingerprint of that module as an exec property: part of
     its cache key on every orchestrator (local, Airflow's legacy launcher, Vertex) and recorded
     on its executions. Nodes with a custom_config (Transform, Tuner, Trainer: TFX's components
-    running our module code) carry the fingerprint of their module there, set where they are
-    built."""
+    running our module code, and the Pusher with our executor) carry the fingerprint of their
+    module there, set where they are built."""
     for node in nodes:
         spec = getattr(node, "executor_spec", None)
         module = node.exec_properties.get("module_path") or getattr(
@@ -375,6 +376,9 @@ def create_pipeline(
     )
     pusher = tfx.components.Pusher(
         model=trainer.outputs["model"],
+        # Copies, verifies in a fresh process, then renames into place.
+        custom_executor_spec=executor_spec.ExecutorClassSpec(PusherExecutor),
+        custom_config={CODE_FINGERPRINT_KEY: code_fingerprint(PusherExecutor.__module__)},
         model_blessing=evaluator.outputs["blessing"],
         infra_blessing=serving_check.outputs["blessing"],  # both blessings or no push
         push_destination=pusher_pb2.PushDestination(

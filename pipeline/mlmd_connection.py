@@ -15,11 +15,13 @@ from collections.abc import Mapping
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from data_prep.files import open_regular
 from data_prep.ingest_config import ConfigError
 
 ENV_PREFIX = "IMGPIPE_MLMD_"
 BACKENDS = ("sqlite", "mysql", "grpc")
 DEFAULT_MYSQL_PORT = 3306
+_MLMD_TABLE = "MLMDEnv"  # ML Metadata's schema version, in every store it made
 
 
 def metadata_path_under(build_dir: str) -> str:
@@ -29,6 +31,54 @@ def metadata_path_under(build_dir: str) -> str:
 
 class StoreNotFound(LookupError):
     """The SQLite file does not exist: nothing has run yet, or the path is wrong."""
+
+
+class StoreDamaged(StoreNotFound):
+    """The SQLite file is no whole ML Metadata store: empty, truncated, or some other file."""
+
+
+def check_sqlite_store(path: str) -> None:
+    """Raises StoreNotFound when there is no file at path, StoreDamaged when it is no whole ML
+    Metadata store. Reads it through SQLite's read-only mode (never ML Metadata's, which writes
+    its schema into an empty file): a damaged store is named, and never written."""
+    import contextlib
+    import sqlite3
+    import urllib.parse
+
+    if not os.path.exists(path):
+        raise StoreNotFound(
+            f"no ML Metadata store at {path}: run `imgpipe run` first, or name your store with "
+            f"--mlmd-sqlite/--mlmd-mysql/--mlmd-grpc (or {ENV_PREFIX}SQLITE/MYSQL/GRPC)"
+        )
+    advice = "restore it from a copy, or move it away to start a new store"
+    try:
+        with open_regular(path) as handle:
+            header = handle.read(100)
+    except OSError as error:
+        raise StoreDamaged(f"{path} cannot be read as a store: {error}") from error
+    if not header:
+        raise StoreDamaged(f"{path} is empty (0 bytes), not an ML Metadata store: {advice}")
+    pages = _pages_in_header(header)
+    if pages is not None and os.path.getsize(path) < pages[0] * pages[1]:
+        raise StoreDamaged(
+            f"{path} is truncated ({os.path.getsize(path)} of {pages[0] * pages[1]} bytes): "
+            f"{advice}"
+        )
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as database:
+            tables = {
+                row[0]
+                for row in database.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+    except sqlite3.OperationalError as error:
+        if "locked" in str(error):  # a run is writing it: a busy store is not a damaged one
+            return
+        raise StoreDamaged(f"{path} cannot be read as SQLite ({error}): {advice}") from error
+    except sqlite3.DatabaseError as error:
+        raise StoreDamaged(f"{path} is not a whole SQLite database ({error}): {advice}") from error
+    if _MLMD_TABLE not in tables:
+        raise StoreDamaged(f"{path} is an SQLite database but not an ML Metadata store")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,15 +163,11 @@ class MlmdTarget:
 
     def open(self) -> metadata_store.MetadataStore:
         """A read-only store for SQLite (a query never creates or changes a file), whose
-        artifact URIs read the same from any folder (see PortableStore)."""
+        artifact URIs read the same from any folder (see PortableStore); raises StoreNotFound
+        or StoreDamaged when the SQLite file is missing or no whole store."""
         config = self.connection_config()
         if isinstance(config, metadata_store_pb2.ConnectionConfig) and config.HasField("sqlite"):
-            if not os.path.exists(config.sqlite.filename_uri):
-                raise StoreNotFound(
-                    f"no ML Metadata store at {config.sqlite.filename_uri}: run `imgpipe run` "
-                    f"first, or name your store with --mlmd-sqlite/--mlmd-mysql/--mlmd-grpc "
-                    f"(or {ENV_PREFIX}SQLITE/MYSQL/GRPC)"
-                )
+            check_sqlite_store(config.sqlite.filename_uri)
             return PortableStore(config)
         return metadata_store.MetadataStore(config)
 
@@ -182,6 +228,19 @@ class PortableStore(metadata_store.MetadataStore):
     def get_artifacts_and_types_by_artifact_ids(self, *args, **kwargs):
         artifacts, types = super().get_artifacts_and_types_by_artifact_ids(*args, **kwargs)
         return self._resolved(artifacts), types
+
+
+def _pages_in_header(header: bytes) -> tuple[int, int] | None:
+    """(page count, page size) from an SQLite file's header, when the header vouches for the
+    count (its change counter matches the version-valid-for number); None otherwise."""
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return None
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    if pages == 0 or header[24:28] != header[92:96]:
+        return None
+    return pages, page_size
 
 
 def _env(field: str) -> str:

@@ -128,6 +128,12 @@ class PipelineConfig:
             except ConfigError as error:
                 problem = str(error).split(": ", 1)[1]
                 raise ConfigError(f"{part}.{error.field}", problem) from error
+        if self.ingest.eval_fraction <= 0.0:
+            raise ConfigError(
+                "ingest.eval_fraction",
+                f"{self.ingest.eval_fraction} leaves no eval split, which the Evaluator scores "
+                "the model on: give a value between 0 and 1",
+            )
         return self
 
 

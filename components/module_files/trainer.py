@@ -26,7 +26,7 @@ from components.metadata_keys import (
     TRAINER_CONFIG_KEY,
 )
 from components.module_files.transform import normalization_from_transform
-from components.trainer import runtime
+from components.trainer import local_workers, runtime
 from components.trainer.checkpoints import stable_checkpoint_dir
 from components.trainer.report import read_report, write_report
 from components.trainer.train import train
@@ -37,6 +37,17 @@ METRICS_FILE = "training_metrics.json"
 TUNED_FILE = "tuned_hyperparameters.json"  # the Tuner's values this run trained with
 BASE_MODEL_KEY = "base_model"  # the Trainer's input, as TFX names it
 WARM_STARTED_FROM_PROPERTY = "warm_started_from_model_id"  # Model custom property: its base model
+# What run_fn reads of its FnArgs: what its local worker processes are given.
+WORKER_FN_ARGS = (
+    "train_files",
+    "eval_files",
+    "transform_output",
+    "model_run_dir",
+    "serving_model_dir",
+    "custom_config",
+    "hyperparameters",
+    "base_model",
+)
 
 
 def trainer_config_to_json(config: TrainerConfig) -> str:
@@ -74,6 +85,13 @@ def run_fn(fn_args: FnArgs) -> None:
     config = trainer_config_from_json(fn_args.custom_config[TRAINER_CONFIG_KEY])
     tuned = (fn_args.hyperparameters or {}).get("values", {})
     config = with_hyperparameters(config, tuned)
+    if config.workers > 1 and runtime.cluster_workers() == 1:
+        # The chief among them writes the metrics, the report and the model, as below.
+        arguments = {name: getattr(fn_args, name) for name in WORKER_FN_ARGS}
+        local_workers.run_workers(
+            config.workers, f"{__name__}:run_as_worker", json.dumps(arguments)
+        )
+        return
     # First: MultiWorkerMirroredStrategy must exist before TensorFlow starts in this process.
     strategy = runtime.make_strategy(config)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
@@ -98,6 +116,12 @@ def run_fn(fn_args: FnArgs) -> None:
             handle.write(json.dumps(tuned, indent=2, sort_keys=True).encode())
     # Beside the SavedModel (serving_model_dir is <Model artifact>/Format-Serving).
     write_report(metrics["performance"], posixpath.dirname(fn_args.serving_model_dir))
+
+
+def run_as_worker(arguments: str) -> None:
+    """One of run_fn's local worker processes: run_fn with the Trainer's arguments (JSON of
+    WORKER_FN_ARGS) under the TF_CONFIG its parent gave it."""
+    run_fn(FnArgs(**json.loads(arguments)))
 
 
 class TrainerExecutor(GenericExecutor):

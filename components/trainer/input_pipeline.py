@@ -110,9 +110,11 @@ class PipelinePlan:
         )
         if input_context is not None:
             files = pipeline_files(self.files, input_context)
+            shard = record_shard(self.files, input_context)
+            share = f", 1 record in {shard[0]}" if shard else ""
             text += (
                 f"; input pipeline {input_context.input_pipeline_id + 1} of "
-                f"{input_context.num_input_pipelines} reads {len(files)} shard(s), batches "
+                f"{input_context.num_input_pipelines} reads {len(files)} shard(s){share}, batches "
                 f"{input_context.get_per_replica_batch_size(self.batch_size)} per replica for "
                 f"{input_context.num_replicas_in_sync} replica(s)"
             )
@@ -173,16 +175,22 @@ def pipeline_files(
     files: tuple[str, ...], input_context: tf.distribute.InputContext | None
 ) -> tuple[str, ...]:
     """The shards one input pipeline reads: every num_input_pipelines-th file, so workers read
-    disjoint whole files (no worker reads and discards the others' records)."""
-    if input_context is None or input_context.num_input_pipelines == 1:
+    disjoint whole files (no worker reads and discards the others' records); every file when
+    there are fewer files than input pipelines (record_shard then splits their records)."""
+    if input_context is None or record_shard(files, input_context) is not None:
         return files
-    if len(files) < input_context.num_input_pipelines:
-        raise ValueError(
-            f"{len(files)} shard(s) cannot be split by file over "
-            f"{input_context.num_input_pipelines} input pipelines; ingest with at least that "
-            "many shards (IngestConfig.min_shards)"
-        )
     return files[input_context.input_pipeline_id :: input_context.num_input_pipelines]
+
+
+def record_shard(
+    files: tuple[str, ...], input_context: tf.distribute.InputContext | None
+) -> tuple[int, int] | None:
+    """(input pipelines, this pipeline's index) when the files are too few to give each input
+    pipeline its own (tf.data's DATA auto-shard policy: each reads every file in the same order
+    and keeps every n-th record); None when each reads whole files of its own."""
+    if input_context is None or len(files) >= input_context.num_input_pipelines:
+        return None
+    return input_context.num_input_pipelines, input_context.input_pipeline_id
 
 
 # Stages, in pipeline order.
@@ -371,6 +379,19 @@ def without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
     return dataset.with_options(options)
 
 
+def pipeline_records(
+    files: tuple[str, ...], shard: tuple[int, int] | None, seed: int
+) -> tf.data.Dataset:
+    """One input pipeline's serialized examples, one pass: its shards in a new order every epoch,
+    read in parallel; with a record shard (record_shard), every file in a fixed order, so that
+    the pipelines' every-n-th records are disjoint."""
+    dataset = list_files(files, shuffle=shard is None, seed=seed)
+    dataset = interleave_records(
+        dataset, min(len(files), MAX_PARALLEL_READS), deterministic=shard is not None
+    )
+    return dataset if shard is None else dataset.shard(*shard)
+
+
 def training_batches(
     plan: PipelinePlan,
     image_size: int,
@@ -400,8 +421,7 @@ def training_batches(
         seed = element_seed(base_seed, index)
         return augment_example(record, seed, image_size, normalization, augment)
 
-    dataset = list_files(files, shuffle=True, seed=seed + pipeline_id)
-    dataset = interleave_records(dataset, min(len(files), MAX_PARALLEL_READS), deterministic=False)
+    dataset = pipeline_records(files, record_shard(plan.files, input_context), seed + pipeline_id)
     if plan.cache:
         dataset = dataset.map(decode, tf.data.AUTOTUNE, deterministic=False).cache()
         dataset = shuffle_and_repeat(dataset, shuffle_buffer, seed + pipeline_id)
@@ -415,7 +435,9 @@ def training_batches(
 def eval_dataset(
     plan: PipelinePlan, image_size: int, normalization: Normalization
 ) -> tf.data.Dataset:
-    """Every example once, in a fixed order, unaugmented; the last batch may be partial."""
+    """Every example once, in a fixed order, unaugmented; the last batch may be partial. Under
+    MultiWorkerMirroredStrategy each worker evaluates its share of the batches (DATA sharding:
+    the split may have fewer shards than workers) and Keras sums the metrics over workers."""
 
     def decode(record):
         return decode_example(record, image_size, normalization)
@@ -426,4 +448,6 @@ def eval_dataset(
     if plan.cache:
         dataset = dataset.cache()
     dataset = batch(dataset, plan.batch_size, drop_remainder=False)
-    return prefetch(dataset)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return prefetch(dataset).with_options(options)

@@ -7,6 +7,7 @@ that tests and CI use, so both exercise exactly the same code.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from data_prep.ingest_config import ConfigError
 
@@ -20,6 +21,21 @@ MODELS = ("small_cnn", *APPLICATIONS)
 MIN_SHUFFLE_BATCHES = 10  # a shuffle buffer below 10 batches barely mixes consecutive records
 # "auto" picks by device (runtime.choose_precision); the others force a tf_keras policy.
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+MAX_SEED = 2**32 - 1  # NumPy's generators, which keras.utils.set_random_seed seeds, take no more
+# One batch of decoded float32 pixels may take at most this share of the machine's memory: the
+# model's activations and the input pipeline's buffers are several times that.
+MAX_BATCH_MEMORY_SHARE = 0.25
+
+
+def machine_memory_bytes() -> int:
+    """Physical memory of this machine."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_seed(seed: int) -> None:
+    """A seed every random generator the trainer and tuner seed accepts: 0..MAX_SEED."""
+    if not 0 <= seed <= MAX_SEED:
+        raise ConfigError("seed", f"{seed} is not in 0..{MAX_SEED}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +157,10 @@ class TrainerConfig:
       inter_op_threads, intra_op_threads: TensorFlow thread pool sizes; 0 lets TF choose. Only
         applied before TensorFlow has started in this process.
       augment: the random augmentation of training images (AugmentConfig).
+      workers: local worker processes that train together under MultiWorkerMirroredStrategy
+        (components/trainer/local_workers.py), each with its share of the training data, the
+        first (the chief) alone exporting; the global batch is batch_size x workers. 1: training
+        runs in the Trainer's own process.
       report_input_pipeline: print, at the start of training, what each input pipeline decided
         (shards read, batch per replica, parallelism, cache on or off and why).
     """
@@ -174,6 +194,7 @@ class TrainerConfig:
     profile_steps: tuple[int, int] | None = None
     inter_op_threads: int = 0
     intra_op_threads: int = 0
+    workers: int = 1
     report_input_pipeline: bool = True
     augment: AugmentConfig = DEFAULT_AUGMENT
 
@@ -184,6 +205,16 @@ class TrainerConfig:
             raise ConfigError(f"augment.{error.field}", str(error).split(": ", 1)[1]) from error
         if self.image_size < 32:
             raise ConfigError("image_size", f"{self.image_size} is below 32 pixels")
+        batch_bytes = self.batch_size * self.image_size**2 * 3 * 4
+        memory = machine_memory_bytes()
+        if batch_bytes > MAX_BATCH_MEMORY_SHARE * memory:
+            raise ConfigError(
+                "image_size",
+                f"{self.image_size}: one batch of {self.batch_size} images takes "
+                f"{batch_bytes / 2**30:.1f} GiB as float32, more than "
+                f"{MAX_BATCH_MEMORY_SHARE:.0%} of this machine's {memory / 2**30:.1f} GiB; "
+                "lower image_size or batch_size",
+            )
         if self.model not in MODELS:
             raise ConfigError("model", f"{self.model!r} is not one of {list(MODELS)}")
         if self.weights_path is not None and not _weights_exist(self.weights_path):
@@ -194,6 +225,7 @@ class TrainerConfig:
             "steps_per_execution",
             "gradient_accumulation_steps",
             "warm_start_epochs",
+            "workers",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"{getattr(self, name)} is below 1")
@@ -247,8 +279,8 @@ class TrainerConfig:
             )
         if self.cache_budget_bytes < 0:
             raise ConfigError("cache_budget_bytes", f"{self.cache_budget_bytes} is negative")
+        check_seed(self.seed)
         for name in (
-            "seed",
             "min_phase_steps",
             "checkpoint_every_steps",
             "inter_op_threads",
@@ -355,6 +387,7 @@ class TuningConfig:
             )
         if self.max_trials < 1:
             raise ConfigError("max_trials", f"{self.max_trials} is below 1")
+        check_seed(self.seed)
         if self.trial_epochs is not None and self.trial_epochs < 1:
             raise ConfigError("trial_epochs", f"{self.trial_epochs} is below 1")
         for name in ("learning_rate", "dropout", "frozen_epochs"):

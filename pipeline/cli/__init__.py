@@ -9,6 +9,7 @@ import os
 import sys
 import warnings
 
+from pipeline import exit_codes
 from pipeline.cli import config_command as config
 from pipeline.cli import predict, prep, queries, run, schema, ui, vertex
 
@@ -64,10 +65,25 @@ def main(argv: list[str] | None = None) -> int:
         split = argv.index("--")
         argv, beam_args = argv[:split], argv[split + 1 :]
     args = build_parser().parse_args(argv)
+    build_dir = getattr(args, "build_dir", None)
+    if build_dir and os.path.exists(build_dir) and not os.path.isdir(build_dir):
+        print(
+            f"imgpipe {args.command}: error: --build-dir {build_dir} is a file, not a folder",
+            file=sys.stderr,
+        )
+        return exit_codes.BAD_INPUT
     if not args.verbose:
         _quiet_libraries(keeps_a_run_log=args.command in LOGGED_COMMANDS)
     _configure_logging(args.verbose)
-    return args.handler(args, beam_args)
+    try:
+        return args.handler(args, beam_args)
+    except BrokenPipeError:
+        # The reader stopped reading (`imgpipe runs | head -1`): what it wanted was shown. Later
+        # writes, the interpreter's final flush included, go nowhere instead of failing again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return exit_codes.OK
 
 
 def run_and_exit() -> None:

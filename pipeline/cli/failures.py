@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from data_prep.runtime.terminal import terminal_safe
 from pipeline import exit_codes
 
 
@@ -26,5 +27,6 @@ def describe_failure(error: BaseException, where: str | None) -> tuple[int, str]
 
 def report_failure(command: str, failure: tuple[int, str], log_path: str) -> int:
     code, message = failure
-    print(f"imgpipe {command}: error: {message} (full log: {log_path})", file=sys.stderr)
+    line = f"imgpipe {command}: error: {message} (full log: {log_path})"
+    print(terminal_safe(line), file=sys.stderr)
     return code

@@ -10,6 +10,7 @@ import sys
 
 from data_prep.image_validation import ImageLimits
 from data_prep.ingest_config import ConfigError, IngestConfig
+from data_prep.runtime.terminal import terminal_safe
 from pipeline import console, exit_codes
 from pipeline.cli.failures import describe_failure, report_failure
 
@@ -123,7 +124,7 @@ def _run_prep(args, beam_args: list[str]) -> int:
         f"{report['rejected_per_reason'] or 'none'}"
     )
     for name in report["classes_left_out"]:
-        print(left_out_message(name))
+        print(terminal_safe(left_out_message(name)))
     print(
         f"{len(report['shards'])} shards under {outputs.examples_dir}; "
         f"report: {outputs.report_path}; label map: {outputs.label_map_path}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from data_prep.ingest_config import ConfigError
+from data_prep.runtime.terminal import terminal_safe
 from pipeline import exit_codes
 from pipeline.cli import options
 
@@ -70,6 +71,15 @@ def add_lineage(subparsers) -> None:
     )
     image.add_argument("path", help="the image file, or its path relative to the input folder")
     image.set_defaults(handler=_run_query, query="image")
+    predictions = kinds.add_parser(
+        "predictions",
+        parents=[store],
+        help="which models scored an image (by path or content)",
+        description="Searches the predictions files `imgpipe predict --output` recorded for the "
+        "image's path and its sha256, and names the model each was scored with.",
+    )
+    predictions.add_argument("path", help="the image file")
+    predictions.set_defaults(handler=_run_query, query="predictions")
 
 
 def _run_query(args, beam_args: list[str]) -> int:
@@ -83,9 +93,9 @@ def _run_query(args, beam_args: list[str]) -> int:
     command = "runs" if args.query in ("runs", "diff") else "lineage"
     try:
         target = options.store_target(args)
+        store = target.open()  # first: a missing or damaged store is named, never written
         if target.backend() == "sqlite":  # a local store: no dead run is left shown running
             run_guard.settle_orphans(target.sqlite or target.default_sqlite)
-        store = target.open()
         if args.query == "runs":
             answer = lineage.list_runs(store, args.pipeline)
             text = lineage_format.format_runs
@@ -105,14 +115,17 @@ def _run_query(args, beam_args: list[str]) -> int:
         elif args.query == "examples":
             answer = lineage.examples_lineage(store, args.examples)
             text = lineage_format.format_examples_lineage
+        elif args.query == "predictions":
+            answer = lineage.predictions_lineage(store, args.path)
+            text = lineage_format.format_predictions_lineage
         else:
             answer = lineage.image_lineage(store, args.path)
             text = lineage_format.format_image_lineage
     except (ConfigError, StoreNotFound, lineage.LineageError) as error:
-        print(f"imgpipe {command}: error: {error}", file=sys.stderr)
+        print(terminal_safe(f"imgpipe {command}: error: {error}"), file=sys.stderr)
         return exit_codes.BAD_INPUT
     except errors.StatusError as error:
         print(f"imgpipe {command}: error: {target.describe()}: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    print(lineage_format.to_json(answer) if args.json else text(answer))
+    print(lineage_format.to_json(answer) if args.json else terminal_safe(text(answer)))
     return exit_codes.OK

@@ -36,13 +36,16 @@ def _run_ui(args, beam_args: list[str]) -> int:
     from pipeline.mlmd_connection import StoreNotFound
     from pipeline.ui.app import create_app, is_loopback, warm_up
 
+    if not 0 <= args.port <= 65535:
+        print(f"imgpipe ui: error: --port {args.port} is not a port (0 to 65535)", file=sys.stderr)
+        return exit_codes.BAD_INPUT
     try:
         target = options.store_target(args)
         target.open()  # fail now, not at the first page, when the store is not there
         # Bound here, not by Werkzeug, which prints its own lines and exits when the port is taken.
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
         with socket.create_server((args.host, args.port), family=family) as listener:
-            app = create_app(target.open, target.describe())
+            app = create_app(target.open, target.describe(), args.host)
             server = make_server(args.host, args.port, app, threaded=True, fd=listener.fileno())
     except (ConfigError, StoreNotFound) as error:
         print(f"imgpipe ui: error: {error}", file=sys.stderr)

@@ -1,9 +1,9 @@
 """Answers from ML Metadata, one subject per module: store (the graph walks rest on), run_contexts
 (which runs a store holds, whoever orchestrated them), runs (one record per run), models
 (upstream and downstream lineage), diff (what changed between runs), images (which datasets used
-an image) and metrics (TFMA readers). Results are plain dataclasses (JSON via dataclasses.asdict);
-pipeline/lineage/formatting.py turns them into tables. This package's public names are re-exported
-here for callers that ask one question."""
+an image), predictions (which models scored an image) and metrics (TFMA readers). Results are
+plain dataclasses (JSON via dataclasses.asdict); pipeline/lineage/formatting.py turns them into
+tables. This package's public names are re-exported here for callers that ask one question."""
 
 from pipeline.lineage.diff import Change, RunDiff, diff_runs, run_facts
 from pipeline.lineage.images import ImageLineage, ImageMatch, image_lineage
@@ -24,6 +24,7 @@ from pipeline.lineage.models import (
     producer_of,
     training_examples_id,
 )
+from pipeline.lineage.predictions import PredictionsLineage, Scoring, predictions_lineage
 from pipeline.lineage.runs import (
     STOPPED_BY_EVALUATOR,
     STOPPED_BY_GATE,
@@ -55,7 +56,9 @@ __all__ = [
     "LineageError",
     "ModelLineage",
     "PipelineRun",
+    "PredictionsLineage",
     "RunDiff",
+    "Scoring",
     "TrainedModel",
     "diff_runs",
     "eval_accuracy",
@@ -69,6 +72,7 @@ __all__ = [
     "list_runs",
     "model_label_map",
     "model_lineage",
+    "predictions_lineage",
     "producer_of",
     "run_artifacts",
     "run_executions",

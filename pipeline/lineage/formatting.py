@@ -12,6 +12,7 @@ from pipeline.lineage import (
     ImageLineage,
     ModelLineage,
     PipelineRun,
+    PredictionsLineage,
     RunDiff,
     TrainedModel,
 )
@@ -349,4 +350,33 @@ def format_image_lineage(lineage: ImageLineage) -> str:
         lines.append(
             f"not searchable (ingested before source indexes were written): Examples {ids}"
         )
+    return "\n".join(lines)
+
+
+def _scored_answer(row: dict) -> str:
+    """A row's answer in words: its top class and probability, or why it was not scored."""
+    if row["status"] != "scored":
+        return f"{row['status']}: {row['reason']}"
+    low = ", low confidence" if row["low_confidence"] else ""
+    return f"{row['top_class']} {row['probability']:.3f}{low}"
+
+
+def format_predictions_lineage(lineage: PredictionsLineage) -> str:
+    lines = [f"image {lineage.query} (sha256 {lineage.sha256 or 'unreadable here'})"]
+    if not lineage.scorings:
+        lines.append("no recorded predictions include it")
+    for scoring in lineage.scorings:
+        model = scoring.model
+        if model is None:
+            scored_by = "an unrecorded model"
+        else:
+            version = scoring.row["model_version"]
+            scored_by = f"{model.type} {model.id}" + (f" (version {version})" if version else "")
+        lines.append(
+            f"{scoring.predictions.created} {scored_by}: {_scored_answer(scoring.row)}; "
+            f"Predictions {scoring.predictions.id} {scoring.predictions.uri}; "
+            f"matched by {scoring.match}"
+        )
+    for record in lineage.unreadable:
+        lines.append(f"not searchable (gone or unreadable): Predictions {record.id} {record.uri}")
     return "\n".join(lines)

@@ -38,15 +38,47 @@ class ImageLineage:
     unindexed_examples: tuple[int, ...]  # datasets ingested before source indexes existed
 
 
-def _sha256(path: str) -> str | None:
+def file_sha256(path: str, roots: tuple[str, ...] | None = None) -> str | None:
+    """The file's SHA-256; None when it is no regular file of at most the ingest's file size
+    (a pipe or a device is never read), or lies outside roots (when given)."""
+    from data_prep.files import open_regular
+    from data_prep.image_validation import ImageLimits
+
+    if roots is not None:
+        path = os.path.realpath(path)  # no link then leads out of the roots
+        if not any(path.startswith(root.rstrip("/") + "/") for root in roots):
+            return None
+    limit = ImageLimits().max_file_bytes
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
+        with open_regular(path, follow_symlinks=roots is None) as handle:
+            if os.fstat(handle.fileno()).st_size > limit:
+                return None
+            read = 0
+            while block := handle.read(min(1 << 20, limit + 1 - read)):
                 digest.update(block)
-    except OSError:
+                read += len(block)
+                if read > limit:  # it grew
+                    return None
+    except OSError:  # unreadable, or no regular file
         return None
     return digest.hexdigest()
+
+
+def data_roots(store: metadata_store.MetadataStore) -> tuple[str, ...]:
+    """The local folders the store's datasets were ingested from (a manifest's folder), resolved:
+    where an image search may read files."""
+    from data_prep.sources import MANIFEST_EXTENSIONS
+
+    roots = set()
+    for report in MetadataGraph(store).artifacts_of_type("IngestReport"):
+        recorded = IngestReportRecord.read(report).input
+        if not recorded or "://" in recorded:
+            continue
+        if recorded.lower().endswith(MANIFEST_EXTENSIONS):
+            recorded = os.path.dirname(recorded)
+        roots.add(os.path.realpath(recorded))
+    return tuple(sorted(roots))
 
 
 def _how_matched(same_path: bool, digest: str | None, row: dict) -> str:
@@ -57,15 +89,19 @@ def _how_matched(same_path: bool, digest: str | None, row: dict) -> str:
     return "path and bytes" if row["sha256"] == digest else "path only (the file changed since)"
 
 
-def image_lineage(store: metadata_store.MetadataStore, path: str) -> ImageLineage:
+def image_lineage(
+    store: metadata_store.MetadataStore, path: str, only_data_roots: bool = False
+) -> ImageLineage:
     """Which datasets (and so which models) included an image, by path or by content.
 
     Reads each dataset's source index (one line per accepted image, written by the ingest beside
     its report), never the shards. A dataset matches when it recorded the same file (its full
     path, or the path relative to the input as given) or the same bytes under any name.
+    only_data_roots: read the file for its bytes only when it lies under a folder the store's
+    datasets were ingested from (what the web UI allows a visitor to have hashed).
     """
     graph = MetadataGraph(store)
-    digest = _sha256(path)
+    digest = file_sha256(path, data_roots(store) if only_data_roots else None)
     relative = path.replace(os.sep, "/")
     matches, unindexed = [], []
     for examples in graph.artifacts_of_type("Examples"):

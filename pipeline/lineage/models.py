@@ -149,7 +149,10 @@ def latest_pushed_model(store: metadata_store.MetadataStore) -> int:
 
 
 def _was_pushed(artifact: mlmd_pb2.Artifact) -> bool:
-    return bool(artifact.custom_properties[metadata_keys.PUSHED_PROPERTY].int_value)
+    """Pushed, and its folder still holds it (a broken push is DELETED before the next run)."""
+    return artifact.state == mlmd_pb2.Artifact.LIVE and bool(
+        artifact.custom_properties[metadata_keys.PUSHED_PROPERTY].int_value
+    )
 
 
 def find_model(store: metadata_store.MetadataStore, reference: str) -> int:

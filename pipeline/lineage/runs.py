@@ -283,12 +283,14 @@ def _first_outputs(
     graph: MetadataGraph, outputs: dict[int, dict[str, list[int]]]
 ) -> dict[str, int]:
     """_RUN_OUTPUTS name -> the id of the run's first live artifact of that name and type."""
-    produced = {  # live ones only: a failed execution leaves pending outputs behind
+    # Live ones, and those found deleted or damaged since (serving_folder.py,
+    # damaged_examples.py): what the run made. A failed execution leaves pending outputs behind.
+    produced = {
         artifact.id: graph.artifact_types[artifact.type_id]
         for artifact in graph.store.get_artifacts_by_id(
             [i for by_key in outputs.values() for ids in by_key.values() for i in ids]
         )
-        if artifact.state == mlmd_pb2.Artifact.LIVE
+        if artifact.state in (mlmd_pb2.Artifact.LIVE, mlmd_pb2.Artifact.DELETED)
     }
     first: dict[str, int] = {}  # e.g. 'blessing' -> the ModelBlessing, not the InfraBlessing
     for execution_id in sorted(outputs):

@@ -17,9 +17,11 @@ from pipeline.code_fingerprint import code_fingerprint
 from pipeline.factory import create_pipeline
 from pipeline.gate.data_snapshot import take_snapshot
 from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
-from pipeline.mlmd_connection import MlmdTarget
+from pipeline.mlmd_connection import MlmdTarget, check_sqlite_store
 from pipeline.pipeline_config import PipelineConfig, check_data_fits, with_absolute_paths
 from pipeline.runners import run_guard
+from pipeline.runners.damaged_examples import damaged_shard_failure
+from pipeline.runners.serving_folder import repair_serving_folder
 from pipeline.ui.report import report_path, write_report
 
 LOGGER = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ def run_local(
     on_wait: Callable[[str], None] = lambda message: None,
     config_file: str | None = None,
     store_target: MlmdTarget | None = None,
+    say: Callable[[str], None] = LOGGER.info,
     overrides: tuple[str, ...] = (),
 ) -> PipelineRun:
     """Validates, takes the pipeline's lock (waiting when `wait`, else raising RunBusy), marks
@@ -50,16 +53,21 @@ def run_local(
     store_target: the ML Metadata store to write (default: config.metadata_path, SQLite). The
     lock file stays beside config.metadata_path, so with a server store it orders the runs of
     one build folder; an orchestrator (Airflow's max_active_runs=1) orders them across hosts.
+    say: shows a line on the console: what was repaired in the serving folder before the run,
+    and a report that could not be written (a by-product: the run keeps its outcome).
     """
     config = with_absolute_paths(config.validate())
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
-    connection = (store_target or MlmdTarget(sqlite=config.metadata_path)).connection_config(
-        read_only=False
-    )
+    target = store_target or MlmdTarget(sqlite=config.metadata_path)
+    connection = target.connection_config(read_only=False)
+    if target.backend() == "sqlite" and os.path.lexists(connection.sqlite.filename_uri):
+        check_sqlite_store(connection.sqlite.filename_uri)  # a new file only where none is
     store = metadata_store.MetadataStore(connection)
     lock = run_guard.exclusive_run(config.metadata_path, config.name, wait, on_wait)
     with lock as (holder, previous):
         run_guard.mark_orphans(store, config.name, previous)
+        for line in repair_serving_folder(store, os.path.join(config.serving_dir, config.name)):
+            say(line)
         data = take_snapshot(config.ingest.input, store, config.name)
         check_data_fits(config, data.files)
         pipeline = create_pipeline(config, data, code_fingerprint, connection)
@@ -85,7 +93,16 @@ def run_local(
     summary = run_record(store, config.name, run_id)
     if failure is not None:
         if summary.stopped_by != STOPPED_BY_GATE:
+            damaged = damaged_shard_failure(store, summary.examples_id, failure)
+            if damaged is not None:
+                raise damaged from failure
             raise failure  # a component broke: the caller reports it (one error line)
         LOGGER.info("run %s stopped by the data gate", run_id, exc_info=failure)
-    write_report(store, summary.run_id, report_path(config.pipeline_root, summary.run_id))
+    report = report_path(config.pipeline_root, summary.run_id)
+    try:
+        write_report(store, summary.run_id, report)
+    except Exception as error:  # noqa: BLE001  the report is a by-product of the run
+        LOGGER.warning("run report %s not written", report, exc_info=True)
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        say(f"the run report could not be written to {report}: {reason}")
     return summary

@@ -10,11 +10,13 @@ from __future__ import annotations
 import collections
 import ipaddress
 import os
+import socket
 import tempfile
 import threading
 from collections.abc import Callable
 
 import flask
+import werkzeug.routing
 from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 
@@ -23,6 +25,16 @@ from pipeline.ui import media, model_pages, report, views
 
 LOCAL_HOSTS = ("localhost",)
 RUN_PAGES_KEPT = 8
+# Pages are the app's own markup: styles from itself (and the inline bars' widths), images from
+# itself or data: URIs, no script, no frame, forms back to itself only.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+MAX_ID = 2**63 - 1  # ML Metadata ids are int64: a bigger number names nothing
 
 
 def is_loopback(host: str) -> bool:
@@ -35,11 +47,44 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def allowed_hosts(bound: str) -> frozenset[str]:
+    """The Host header values the app answers: the bound address, this machine's loopback
+    names, and, when bound to every interface, the machine's own names and any address
+    literal. Any other name may be a DNS-rebinding page reaching the app through a browser."""
+    hosts = {bound.lower(), "localhost", "127.0.0.1", "::1"}
+    if bound in ("0.0.0.0", "::", ""):
+        hosts |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return frozenset(hosts)
+
+
+def host_name(header: str) -> str:
+    """The host part of a Host header ("[::1]:8765" -> "::1", "Example:80" -> "example")."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.partition(":")[0]
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def warm_up() -> None:
     """Imports what the pages read metrics and shards with (TFMA, TensorFlow: seconds), so the
     first visitor does not wait for it; run in a thread while the server already answers."""
     import tensorflow  # noqa: F401
     import tensorflow_model_analysis  # noqa: F401
+
+
+class _IdConverter(werkzeug.routing.IntegerConverter):
+    """A non-negative int64 in a URL; a bigger number is no route (404), not a store error."""
+
+    def __init__(self, url_map):
+        super().__init__(url_map, max=MAX_ID)
 
 
 class _RunPages:
@@ -63,11 +108,30 @@ class _RunPages:
         return view
 
 
-def create_app(open_store: Callable[[], metadata_store.MetadataStore], where: str) -> flask.Flask:
-    """open_store() gives a read-only store per request; `where` names it in the page footer."""
+def create_app(
+    open_store: Callable[[], metadata_store.MetadataStore], where: str, bound: str = "127.0.0.1"
+) -> flask.Flask:
+    """open_store() gives a read-only store per request; `where` names it in the page footer;
+    `bound` is the address the server listens on (which Host headers it answers)."""
     app = flask.Flask(__name__)
+    app.url_map.converters["id"] = _IdConverter
     app.jinja_env.filters["markdown"] = model_pages.render_markdown
     run_pages = _RunPages()
+    hosts = allowed_hosts(bound)
+    any_address = bound in ("0.0.0.0", "::", "")
+
+    @app.before_request
+    def refuse_foreign_hosts():
+        host = host_name(flask.request.headers.get("Host", ""))
+        if host not in hosts and not (any_address and _is_address(host)):
+            message = f"this server does not answer for host {host!r}"
+            return flask.render_template("error.html", message=message), 400
+        return None
+
+    @app.after_request
+    def security_headers(response: flask.Response) -> flask.Response:
+        response.headers.update(SECURITY_HEADERS)
+        return response
 
     @app.context_processor
     def helpers():
@@ -102,7 +166,7 @@ def create_app(open_store: Callable[[], metadata_store.MetadataStore], where: st
 
         return flask.render_template("run.html", view=view, image_src=image_src)
 
-    @app.get("/run/<run_id>/<any(rejected, mistake, gradcam):kind>/<int:index>.jpg")
+    @app.get("/run/<run_id>/<any(rejected, mistake, gradcam):kind>/<id:index>.jpg")
     def run_image(run_id: str, kind: str, index: int):
         image = run_pages.get(open_store(), run_id).images.get((kind, index))
         if image is None:
@@ -118,17 +182,17 @@ def create_app(open_store: Callable[[], metadata_store.MetadataStore], where: st
     def latest_lineage():
         image_path = flask.request.args.get("image", "").strip()
         if image_path:
-            found = lineage.image_lineage(open_store(), image_path)
+            found = lineage.image_lineage(open_store(), image_path, only_data_roots=True)
             return flask.render_template("image.html", found=found)
         view = views.lineage_view(open_store(), None)
         return flask.render_template("lineage.html", view=view)
 
-    @app.get("/lineage/model/<int:artifact_id>")
+    @app.get("/lineage/model/<id:artifact_id>")
     def model_lineage(artifact_id: int):
         view = views.lineage_view(open_store(), artifact_id)
         return flask.render_template("lineage.html", view=view)
 
-    @app.get("/lineage/examples/<int:examples_id>")
+    @app.get("/lineage/examples/<id:examples_id>")
     def examples_lineage(examples_id: int):
         found = lineage.examples_lineage(open_store(), examples_id)
         return flask.render_template("examples.html", found=found)
@@ -137,12 +201,12 @@ def create_app(open_store: Callable[[], metadata_store.MetadataStore], where: st
     def models():
         return flask.render_template("models.html", versions=model_pages.models_view(open_store()))
 
-    @app.get("/models/<int:model_id>")
+    @app.get("/models/<id:model_id>")
     def model(model_id: int):
         view = model_pages.model_view(open_store(), model_id)
         return flask.render_template("model.html", view=view)
 
-    @app.get("/models/<int:model_id>/saved_model.tar.gz")
+    @app.get("/models/<id:model_id>/saved_model.tar.gz")
     def model_archive(model_id: int):
         view = model_pages.model_view(open_store(), model_id)
         if not view.has_saved_model:
@@ -153,7 +217,7 @@ def create_app(open_store: Callable[[], metadata_store.MetadataStore], where: st
         name = f"{view.version.run.pipeline}-{view.version.version}-saved_model.tar.gz"
         return flask.send_file(archive, mimetype="application/gzip", download_name=name)
 
-    @app.get("/models/<int:model_id>/files/<path:name>")
+    @app.get("/models/<id:model_id>/files/<path:name>")
     def model_file(model_id: int, name: str):
         view = model_pages.model_view(open_store(), model_id)
         if name not in view.files:  # only the files the page lists, never another path

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
 import posixpath
 
 from PIL import Image
 
 from data_prep.image_validation import ImageLimits
 
+LOGGER = logging.getLogger(__name__)
 THUMBNAIL_SIDE = 160
 THUMBNAIL_TYPE = "image/jpeg"
 INGEST_LIMITS = ImageLimits()  # the ingest's defaults: what it refuses is not decoded here either
@@ -82,12 +84,17 @@ def split_thumbnails(split_dir: str, source_paths: tuple[str, ...]) -> dict[str,
 
     files = sorted(tf.io.gfile.glob(posixpath.join(split_dir, "*")))
     wanted, found = set(source_paths), {}
-    for batch in read_batches(files) if files else ():
-        for path, image in zip(batch.source_paths, batch.images.numpy(), strict=True):
-            if path in wanted and path not in found:
-                small = thumbnail(image)
-                if small is not None:
-                    found[path] = small
-        if len(found) == len(wanted):
-            break
+    try:
+        for batch in read_batches(files) if files else ():
+            for path, image in zip(batch.source_paths, batch.images.numpy(), strict=True):
+                if path in wanted and path not in found:
+                    small = thumbnail(image)
+                    if small is not None:
+                        found[path] = small
+            if len(found) == len(wanted):
+                break
+    except tf.errors.OpError as error:  # a damaged shard: the page goes without these images
+        LOGGER.warning(
+            "%s: a shard cannot be read (%s); its images are not shown", split_dir, error.message
+        )
     return found

@@ -39,6 +39,14 @@ def test_signature_spec_reads_both_signatures_from_the_saved_model(model_artifac
         assert signature["outputs"]["class_names"]["dtype"] == "string"
 
 
+def test_class_names_in_the_markdown_card_show_html_and_control_characters_as_text():
+    from components.model_card import markdown_text
+
+    assert markdown_text("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
+    assert markdown_text("cat\x1b[31m|dog") == "cat\\x1b[31m\\|dog"
+    assert markdown_text("plain owl") == "plain owl"
+
+
 def test_the_tflite_table_gives_each_models_gap_size_latency_and_file_or_refusal():
     tflite = {
         "files": {"float32": "model_float32.tflite"},

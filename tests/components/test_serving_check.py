@@ -2,7 +2,7 @@
 only the saving process has (a Python callback, a custom op); the component loads the model in
 another process, blesses a good export (with load time and latency measured) and refuses a broken
 one, a model that answers in this process but not in a fresh one, and a serving process that
-does not answer in time; and the standard Pusher pushes only with both its blessing and the
+does not answer in time; and the Pusher pushes only with both its blessing and the
 Evaluator's."""
 
 import json
@@ -16,9 +16,9 @@ import tf_keras as keras
 from google.protobuf import json_format
 from tensorflow.python.saved_model import registration
 from tfx import v1 as tfx
-from tfx.components.pusher.executor import Executor as PusherExecutor
 from tfx.types import standard_artifacts
 
+from components.pusher import Executor as PusherExecutor
 from components.serving_check import BLESSED_FILE, NOT_BLESSED_FILE, REPORT_FILE, ServingCheck
 from components.serving_probe import check_outputs, stock_tensorflow_problems
 from components.serving_verification import verify_serving

@@ -4,7 +4,9 @@ import os
 import types
 
 from data_prep import files, inspection
+from data_prep.image_validation import ImageLimits, Reason
 from data_prep.sources import SourceFile
+from tests.data_prep import image_files
 
 
 def _source(tmp_path, size: int) -> SourceFile:
@@ -42,6 +44,21 @@ def test_a_local_file_that_grew_since_its_size_was_read_is_read_whole(tmp_path, 
     source = _source(tmp_path, 4321)
     assert inspection.read_source(source, 10_000) == (tmp_path / "file.bin").read_bytes()
     assert inspection.read_source(source, 2500) == (tmp_path / "file.bin").read_bytes()[:2500]
+
+
+def test_examine_source_gives_the_image_of_a_file_outside_any_class_folder(tmp_path):
+    path = tmp_path / "photo.png"
+    path.write_bytes(image_files.png(seed=1))
+    source = SourceFile("photo.png", str(path), None)
+
+    outcome, accepted = inspection.examine_source(source, ImageLimits())
+
+    assert outcome.status == inspection.ACCEPTED and accepted.encoded == path.read_bytes()
+    assert inspection.inspect_source(source, ImageLimits()).reason == Reason.NO_LABEL
+    (tmp_path / "notes.txt").write_text("not an image")
+    ignored = SourceFile("notes.txt", str(tmp_path / "notes.txt"), None)
+    assert inspection.examine_source(ignored, ImageLimits())[0].status == inspection.IGNORED
+    assert inspection.examine_source(ignored, ImageLimits())[1] is None
 
 
 def test_a_manifest_entry_naming_a_pipe_is_rejected_without_blocking(tmp_path):

@@ -3,7 +3,7 @@ import pathlib
 
 import pytest
 
-from data_prep.sources import SourceError, SourceFile, list_sources
+from data_prep.sources import SourceError, SourceFile, list_sources, read_manifest
 
 
 def _touch(path, data=b"x"):
@@ -137,6 +137,17 @@ def test_a_file_name_that_is_not_utf8_is_listed_with_escapes_and_fingerprinted(t
     before = input_fingerprint(str(tmp_path))
     (tmp_path / "cat" / name).write_bytes(b"other bytes")
     assert input_fingerprint(str(tmp_path)) != before
+
+
+def test_a_manifest_of_images_to_classify_may_leave_labels_out(tmp_path):
+    manifest = tmp_path / "new.csv"
+    manifest.write_text("path\nphotos/a.jpg\n")
+
+    [source] = read_manifest(str(manifest), labelled=False)
+
+    assert source.label is None and source.path == str(tmp_path / "photos" / "a.jpg")
+    with pytest.raises(SourceError, match="'path' and 'label' columns"):
+        read_manifest(str(manifest))
 
 
 def test_a_manifest_that_is_a_pipe_is_refused_without_blocking(tmp_path):

@@ -136,6 +136,11 @@ def test_a_killed_or_interrupted_run_is_never_shown_running(tiny, how, status, c
     [run] = _runs(build)
     assert run["status"] == status
     assert "running" not in {c["state"] for c in run["components"]}
+    if how == signal.SIGKILL:  # the log stops mid-line: ML Metadata has the cause
+        assert run["stopped_by"] in ("StatisticsGen", None)  # None: killed between components
+        assert re.fullmatch(
+            r"process \d+ on .+, started .+ ended without finishing", run["not_pushed_reason"]
+        )
 
 
 def _error_line(arguments, expected_code):

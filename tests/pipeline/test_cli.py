@@ -101,6 +101,10 @@ def test_bad_setting_fails_before_any_work_naming_the_field(tmp_path, capsys):
         ("trainer.epochs=0", "trainer.epochs: 0 is below 1"),
         ("trainer.precision=float8", "trainer.precision:"),
         ("trainer.epochs=many", "trainer.epochs: 'many' is not of type int"),
+        ("trainer.image_size=100000", "trainer.image_size: 100000: one batch of 64 images takes"),
+        ("ingest.eval_fraction=0", "ingest.eval_fraction: 0.0 leaves no eval split"),
+        ("trainer.seed=18446744073709551616", "trainer.seed: 18446744073709551616 is not in 0.."),
+        ("tuning.seed=-1", "tuning.seed: -1 is not in 0..4294967295"),
     ],
 )
 def test_run_overrides_are_checked_before_any_work(tmp_path, capsys, setting, message):
@@ -188,6 +192,30 @@ def test_default_data_then_prep_is_what_make_run_local_does(tmp_path, capsys):
         == 0
     )
     assert "0 rejected" in capsys.readouterr().out
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly():
+    """`imgpipe config show | head -0`: the pipe is closed before the first line is written."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _ENTRY_POINT, "config", "show"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    process.stdout.close()  # long before the interpreter has started and imported the CLI
+    stderr = process.stderr.read()
+    assert process.wait() == exit_codes.OK
+    assert stderr == ""
+
+
+@pytest.mark.parametrize("command", [["runs"], ["run"], ["prep", "--data", "x", "--output", "y"]])
+def test_a_build_dir_that_is_a_file_is_one_error_line(tmp_path, capsys, command):
+    (tmp_path / "build").write_text("a file")
+    assert main([*command, "--build-dir", str(tmp_path / "build")]) == exit_codes.BAD_INPUT
+    err = capsys.readouterr().err
+    assert err == (
+        f"imgpipe {command[0]}: error: --build-dir {tmp_path / 'build'} is a file, not a folder\n"
+    )
 
 
 def test_version_names_the_installed_package(capsys):

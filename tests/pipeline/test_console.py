@@ -135,6 +135,20 @@ def test_on_a_terminal_training_progress_is_a_live_bar():
     assert text.rstrip().splitlines()[-1].split() == ["Trainer", "ran", *text.split()[-2:]]
 
 
+def test_a_line_naming_a_file_shows_its_escape_codes_instead_of_obeying_them(capsys):
+    import io
+
+    from pipeline.cli.failures import report_failure
+
+    out = io.StringIO()
+    console.Console(out).say("removed /serving/\x1b[2Jx")
+    assert out.getvalue() == "removed /serving/\\x1b[2Jx\n"
+    report_failure("run", (1, "cannot read cat\x1b]0;title\x07/a.jpg"), "/log")
+    assert capsys.readouterr().err == (
+        "imgpipe run: error: cannot read cat\\x1b]0;title\\x07/a.jpg (full log: /log)\n"
+    )
+
+
 def test_a_notice_is_shown_under_the_running_component():
     shown, handler, out = _handler()
     _log(handler, "Component %s is running.", "Trainer")

@@ -131,3 +131,13 @@ def test_statistics_from_sketches_equal_the_exact_ones_but_for_the_image_bytes(t
     image_exact, image_sketched = exact[features.IMAGE], sketched[features.IMAGE]
     assert image_sketched.string_stats.unique == image_exact.string_stats.unique == 30
     assert image_sketched.string_stats.common_stats == image_exact.string_stats.common_stats
+
+
+def test_the_pusher_runs_the_verified_push_and_carries_its_codes_fingerprint(tmp_path):
+    from components import pusher
+
+    _, pipeline = _create(tmp_path)
+    node = {c.id: c for c in pipeline.components}["Pusher"]
+    assert node.executor_spec.executor_class is pusher.Executor
+    custom_config = json.loads(node.exec_properties["custom_config"])
+    assert custom_config["code_fingerprint"] == code_of(pusher.__name__)

@@ -1,6 +1,8 @@
 """Which store lineage commands open: flags over environment, each backend's connection config,
 and clear errors for ambiguous or malformed settings. Only SQLite is opened here."""
 
+import re
+
 import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -81,6 +83,76 @@ def test_a_missing_sqlite_file_is_a_clear_error_and_is_not_created(tmp_path):
     with pytest.raises(StoreNotFound, match="no ML Metadata store at .*run `imgpipe run` first"):
         _resolve(sqlite=str(missing)).open()
     assert not missing.exists()
+
+
+def _mlmd_store(path) -> None:
+    """An ML Metadata SQLite store with some records, several pages long."""
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = str(path)
+    store = metadata_store.MetadataStore(config)
+    type_id = store.put_artifact_type(metadata_store_pb2.ArtifactType(name="Thing"))
+    store.put_artifacts(
+        [metadata_store_pb2.Artifact(type_id=type_id, uri=f"/a/{i}" * 50) for i in range(200)]
+    )
+
+
+def _damage(path, how: str) -> None:
+    import os
+    import sqlite3
+
+    if how == "empty":
+        path.write_bytes(b"")
+    elif how == "truncated":
+        _mlmd_store(path)
+        os.truncate(path, os.path.getsize(path) // 2)
+    elif how == "not sqlite":
+        path.write_bytes(b"just some text, " * 100)
+    elif how == "another database":
+        sqlite3.connect(path).execute("CREATE TABLE notes (text)").connection.commit()
+    elif how == "a pipe":
+        os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("empty", "is empty (0 bytes), not an ML Metadata store"),
+        ("truncated", "is truncated"),
+        ("not sqlite", "is not a whole SQLite database"),
+        ("another database", "is an SQLite database but not an ML Metadata store"),
+        ("a pipe", "a named pipe, not a regular file"),
+    ],
+)
+def test_a_damaged_store_is_named_and_left_as_it_was(tmp_path, how, message):
+    import os
+
+    from pipeline.mlmd_connection import StoreDamaged
+
+    path = tmp_path / "metadata.db"
+    _damage(path, how)
+    before = os.lstat(path)
+    with pytest.raises(StoreDamaged, match=re.escape(message)):
+        MlmdTarget(sqlite=str(path)).open()
+    after = os.lstat(path)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def test_a_whole_store_opens(tmp_path):
+    _mlmd_store(tmp_path / "metadata.db")
+    assert MlmdTarget(sqlite=str(tmp_path / "metadata.db")).open().get_artifact_types()
+
+
+@pytest.mark.parametrize("command", [["runs"], ["lineage", "model", "--latest-pushed"]])
+def test_read_only_commands_on_an_empty_store_say_so_and_never_write_it(tmp_path, capsys, command):
+    from pipeline.cli import main
+
+    path = tmp_path / "metadata.db"
+    path.write_bytes(b"")
+    assert main([*command, "--mlmd-sqlite", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"imgpipe {command[0]}: error: {path} is empty (0 bytes)")
+    assert len(err.splitlines()) == 1
+    assert path.stat().st_size == 0
 
 
 def test_a_relative_uri_resolves_beside_the_store_it_was_recorded_with(tmp_path):

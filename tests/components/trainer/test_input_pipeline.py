@@ -150,8 +150,24 @@ def test_input_pipelines_read_disjoint_whole_shards(shard_pattern):
     assert [len(files) for files in per_pipeline] == [1, 1]
     assert sorted(per_pipeline[0] + per_pipeline[1]) == sorted(plan.files)
     assert input_pipeline.pipeline_files(plan.files, None) == plan.files
-    with pytest.raises(ValueError, match="cannot be split by file over 3 input pipelines"):
-        input_pipeline.pipeline_files(plan.files, _context(0, pipelines=3))
+    assert input_pipeline.record_shard(plan.files, _context(0)) is None
+
+
+def test_fewer_shards_than_input_pipelines_split_by_record(shard_pattern):
+    """Two shards over three input pipelines: each reads both and keeps its every third record,
+    so the pipelines' records are disjoint and together every record once."""
+    plan = _plan(shard_pattern)
+    per_pipeline = []
+    for index in range(3):
+        context = _context(index, pipelines=3)
+        files = input_pipeline.pipeline_files(plan.files, context)
+        shard = input_pipeline.record_shard(plan.files, context)
+        assert files == plan.files and shard == (3, index)
+        records = input_pipeline.pipeline_records(files, shard, seed=index)
+        per_pipeline.append([record.numpy() for record in records])
+    every = [record for records in per_pipeline for record in records]
+    assert len(every) == len(set(every)) == plan.examples
+    assert "reads 2 shard(s), 1 record in 3" in plan.describe(_context(2, pipelines=3))
 
 
 def test_training_dataset_batches_per_replica_under_an_input_context(shard_pattern):

@@ -42,3 +42,9 @@ def test_ui_on_a_port_in_use_is_one_error_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"imgpipe ui: error: cannot listen on 127.0.0.1:{port}: ")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_ui_on_a_port_beyond_65535_is_one_error_line(tmp_path, capsys):
+    assert main(["ui", "--mlmd-sqlite", str(tmp_path / "none.db"), "--port", "99999"]) == 2
+    err = capsys.readouterr().err
+    assert err == "imgpipe ui: error: --port 99999 is not a port (0 to 65535)\n"

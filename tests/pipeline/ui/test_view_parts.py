@@ -128,6 +128,18 @@ def test_a_file_thumbnail_never_opens_a_pipe_or_device(tmp_path):
     assert media.file_thumbnail(str(tmp_path / "photo.png")) is not None
 
 
+def test_a_damaged_eval_shard_costs_the_page_its_images_not_the_page(tmp_path):
+    from tests.components.trainer.conftest import write_shard
+
+    write_shard(str(tmp_path / "data-0.gz"), 0, 4)
+    write_shard(str(tmp_path / "data-1.gz"), 4, 4)
+    damaged = bytearray((tmp_path / "data-1.gz").read_bytes())
+    damaged[len(damaged) // 2] ^= 0x01
+    (tmp_path / "data-1.gz").write_bytes(bytes(damaged))
+    found = media.split_thumbnails(str(tmp_path), ("a/0.jpg", "a/6.jpg"))
+    assert set(found) <= {"a/0.jpg"}  # what came before the damage, at most
+
+
 @pytest.mark.parametrize(
     "input_path, relative, expected",
     [
