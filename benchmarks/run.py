@@ -15,6 +15,7 @@ import os
 import time
 
 from benchmarks import (
+    health_bench,
     ingest_bench,
     input_ablation,
     input_limit,
@@ -47,6 +48,7 @@ PARTS = {
     "regularization": regularization_bench,
     "precision": precision_bench,
     "warm_start": warm_start_bench,
+    "health": health_bench,
 }
 
 

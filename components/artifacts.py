@@ -35,3 +35,10 @@ class ModelCard(artifact.Artifact):
     """model_card.json and model_card.md of one model; read back by model_card_reader.py."""
 
     TYPE_NAME = metadata_keys.MODEL_CARD_TYPE
+
+
+class DataHealth(artifact.Artifact):
+    """Near-duplicate clusters, odd images and likely label errors of one dataset; read back
+    by components/data_health.py read_health."""
+
+    TYPE_NAME = metadata_keys.DATA_HEALTH_TYPE

@@ -68,3 +68,6 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
     ingest_report.set_string_custom_property(
         metadata_keys.CLASSES_LEFT_OUT_PROPERTY, json.dumps(report["classes_left_out"])
     )
+    ingest_report.set_float_custom_property(
+        metadata_keys.NEAR_DUPLICATE_FRACTION_PROPERTY, report["near_duplicate_share"]["fraction"]
+    )

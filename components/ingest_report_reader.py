@@ -23,6 +23,8 @@ class IngestReportRecord:
     counts: dict[str, int]  # metadata_keys.INGEST_COUNTS: found, accepted, rejected, ignored
     label_map: dict[str, int]
     classes_left_out: tuple[str, ...]  # class folders with no accepted image
+    # The share of distinct images in near-duplicate clusters; None from an older ingest.
+    near_duplicate_fraction: float | None = None
 
     @classmethod
     def read(cls, artifact: mlmd_pb2.Artifact) -> IngestReportRecord:
@@ -46,6 +48,11 @@ class IngestReportRecord:
             },
             label_map=json.loads(text(metadata_keys.LABEL_MAP_PROPERTY, "{}")),
             classes_left_out=tuple(json.loads(text(metadata_keys.CLASSES_LEFT_OUT_PROPERTY, "[]"))),
+            near_duplicate_fraction=(
+                properties[metadata_keys.NEAR_DUPLICATE_FRACTION_PROPERTY].double_value
+                if metadata_keys.NEAR_DUPLICATE_FRACTION_PROPERTY in properties
+                else None
+            ),
         )
 
     @property

@@ -9,6 +9,7 @@ INGEST_REPORT_TYPE = "imgpipe.IngestReport"
 EVALUATION_REPORT_TYPE = "imgpipe.EvaluationReport"
 TFLITE_MODEL_TYPE = "imgpipe.TFLiteModel"
 MODEL_CARD_TYPE = "imgpipe.ModelCard"
+DATA_HEALTH_TYPE = "imgpipe.DataHealth"
 
 DATA_VERDICT_TYPE = "imgpipe.DataVerdict"
 # `imgpipe predict --output`: an execution of PREDICT_EXECUTION_TYPE reads the model it scored
@@ -34,6 +35,17 @@ INGEST_INPUT_PROPERTY = "input"  # the folder or manifest ingested
 INGEST_SPAN_PROPERTY = "span"
 LABEL_MAP_PROPERTY = "label_map"  # also on the Examples: every executor sizes itself from it
 CLASSES_LEFT_OUT_PROPERTY = "classes_left_out"  # class folders with no accepted image (JSON)
+# IngestReport custom property: the share of distinct images in near-duplicate clusters.
+NEAR_DUPLICATE_FRACTION_PROPERTY = "near_duplicate_fraction"
+# DataHealthGen's output key; DataHealth custom properties (counts, and the share above).
+DATA_HEALTH_OUTPUT_KEY = "data_health"
+DATA_HEALTH_COUNTS = (
+    "near_duplicate_clusters",
+    "near_duplicate_images",
+    "odd_images",
+    "label_issues",
+    "eval_images_checked",
+)
 # Examples custom property: runners compare it to number the next span.
 INPUT_FINGERPRINT_PROPERTY = "input_fingerprint"
 # ModelCardGen's output key; ModelCard custom properties: the folder the card was placed in

@@ -3,7 +3,8 @@
 The card (model_card.json, and model_card.md for people) gathers what a reviewer needs in one
 place: labels, input spec (read from the SavedModel's signatures), training data per class, TFMA
 metrics with the thresholds and the baseline, the readable evaluation (per-class metrics), the
-serving check, the TFLite comparison, the trainer's own reports (every JSON file the Trainer wrote
+serving check, the TFLite comparison, the data's health (near-duplicates, odd images, likely
+label errors), the trainer's own reports (every JSON file the Trainer wrote
 at the top of its model run folder, read as-is), the ML Metadata ids of the model and its
 examples, and package versions.
 
@@ -29,7 +30,9 @@ from tfx.types import artifact, artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
 from components import evaluation_report, metadata_keys, serving_check, tflite_export
-from components.artifacts import EvaluationReport, IngestReport, ModelCard, TFLiteModel
+from components.artifacts import DataHealth, EvaluationReport, IngestReport, ModelCard, TFLiteModel
+from components.data_health import HEALTH_FILE, read_health
+from components.data_health import counts as health_counts
 from components.evaluation_report import shown
 from components.evaluation_report_reader import small_eval_warning
 from components.model_card_reader import CARD_JSON, CARD_MARKDOWN, EVALUATION_DIR, TFLITE_DIR
@@ -161,6 +164,7 @@ def build_card(
     report: artifact.Artifact,
     tflite: artifact.Artifact,
     pushed_model: artifact.Artifact,
+    health: artifact.Artifact,
 ) -> dict:
     saved_model_dir = path_utils.serving_model_path(model.uri)
     readable = evaluation_report.read_report(report.uri)
@@ -215,8 +219,24 @@ def build_card(
             "eval": tflite_report["eval"],
             "not_convertible": tflite_report["not_convertible"],
         },
+        "data_health": data_health_summary(health),
         "trainer_reports": trainer_reports(model_run.uri),
         "package_versions": package_versions(),
+    }
+
+
+def data_health_summary(health: artifact.Artifact) -> dict:
+    """The data's health as the card shows it: counts, flags per class and the label suspects
+    (the artifact's health.json has the near-duplicate clusters' members)."""
+    report = read_health(health.uri)
+    if report is None:
+        raise FileNotFoundError(f"no {HEALTH_FILE} in {health.uri}")
+    return {
+        "mlmd_artifact_id": health.id,
+        **health_counts(report),
+        "near_duplicate_fraction": report["near_duplicates"]["fraction"],
+        "odd_images_per_class": report["odd_images"]["per_class"],
+        "label_issues": report["label_issues"],
     }
 
 
@@ -287,6 +307,7 @@ def card_markdown(card: dict) -> str:
         f"- misclassified eval images: {metrics['misclassified_count']} "
         "(`evaluation/misclassified.csv`); confusion matrix: `evaluation/confusion_matrix.png`",
         "",
+        *_data_health_lines(card["data_health"]),
         "## Serving",
         "",
     ]
@@ -320,6 +341,30 @@ def markdown_text(name: str) -> str:
     """A class name (a folder name: the user's data) as Markdown text: HTML in it is shown, not
     rendered; a control character is shown as an escape; a '|' does not split a table cell."""
     return html.escape(terminal_safe(name)).replace("|", "\\|")
+
+
+def _data_health_lines(health: dict) -> list[str]:
+    odd = ", ".join(
+        f"{markdown_text(name)}: " + ", ".join(f"{flag} {n}" for flag, n in flags.items() if n)
+        for name, flags in health["odd_images_per_class"].items()
+        if any(flags.values())
+    )
+    lines = [
+        "## Data health",
+        "",
+        f"- near-duplicate clusters: {health['near_duplicate_clusters']} "
+        f"({health['near_duplicate_images']} images, {health['near_duplicate_fraction']:.1%}), "
+        "each kept whole on one side of the split",
+        f"- odd images (flagged, kept): {health['odd_images']}" + (f" ({odd})" if odd else ""),
+        f"- likely label errors among {health['eval_images_checked']} eval images: "
+        f"{health['label_issues']}",
+    ]
+    lines += [
+        f"  - {markdown_text(issue['path'])}: given {markdown_text(issue['given'])}, predicted "
+        f"{markdown_text(issue['predicted'])} ({issue['confidence']:.2f})"
+        for issue in health["label_issues"][:10]
+    ]
+    return [*lines, ""]
 
 
 def tflite_table(tflite: dict) -> list[str]:
@@ -393,6 +438,7 @@ def ModelCardGen(  # noqa: N802  TFX component names are classes
     readable_evaluation: InputArtifact[EvaluationReport],
     tflite: InputArtifact[TFLiteModel],
     pushed_model: InputArtifact[standard_artifacts.PushedModel],
+    data_health: InputArtifact[DataHealth],
     model_card: OutputArtifact[ModelCard],
 ) -> None:
     """Writes the model card; places it, the TFLite models and the evaluation beside the pushed
@@ -408,6 +454,7 @@ def ModelCardGen(  # noqa: N802  TFX component names are classes
         readable_evaluation,
         tflite,
         pushed_model,
+        data_health,
     )
     write_card(card, model_card.uri)
     model_card.set_int_custom_property(metadata_keys.MODEL_CARD_MODEL_ID_PROPERTY, model.id)

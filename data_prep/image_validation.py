@@ -20,6 +20,7 @@ import warnings
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from data_prep.health import ImageSignals, image_signals
 from data_prep.runtime import supervised
 from data_prep.runtime.native_stderr import capture_native_stderr
 
@@ -86,6 +87,7 @@ class Accepted:
     width: int
     source_format: str  # as identified from the bytes, e.g. "WEBP"
     conversions: tuple[str, ...]  # empty when the original bytes were kept
+    signals: ImageSignals | None = None  # near-duplicate hash and odd-image flags (health.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,9 +275,10 @@ def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted
         rgb = ImageOps.contain(rgb, (limits.max_side, limits.max_side), Image.Resampling.LANCZOS)
         conversions.append("downscale")
     width, height = rgb.size
+    signals = image_signals(rgb)
     if not conversions and _is_contract_format(data, source_format):
         fmt = "jpeg" if source_format in _JPEG_FAMILY else "png"
-        return Accepted(data, fmt, height, width, source_format, ())
+        return Accepted(data, fmt, height, width, source_format, (), signals)
     rgb.info = {}  # only pixels travel: no chunk of the source (transparency, text) is re-encoded
     buffer = io.BytesIO()
     if source_format in _JPEG_FAMILY:
@@ -286,7 +289,9 @@ def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted
         fmt = "png"
     if source_format not in ("JPEG", "PNG"):
         conversions.append(f"format_{source_format.lower()}_to_{fmt}")
-    return Accepted(buffer.getvalue(), fmt, height, width, source_format, tuple(conversions))
+    return Accepted(
+        buffer.getvalue(), fmt, height, width, source_format, tuple(conversions), signals
+    )
 
 
 def _is_contract_format(data: bytes, source_format: str) -> bool:

@@ -34,6 +34,9 @@ class IngestConfig:
         rejected for a defect (duplicates are reported but do not count).
       files_per_bundle: files handled per Beam element; large enough to amortize Beam's per-element
         cost, small enough to spread over every worker.
+      near_duplicate_max_distance: two images whose 64-bit perceptual hashes differ in at most
+        this many bits (and whose coarse colours agree) are near-duplicates: clustered, reported,
+        and kept on one side of the split; 0 asks for equal hashes.
       limits: per-image checks and encoding choices.
     """
 
@@ -44,6 +47,7 @@ class IngestConfig:
     min_shards: int = 8
     max_reject_fraction: float = 0.1
     files_per_bundle: int = 64
+    near_duplicate_max_distance: int = 10
     limits: ImageLimits = ImageLimits()
 
     def validate(self) -> IngestConfig:
@@ -65,6 +69,11 @@ class IngestConfig:
             raise ConfigError("min_shards", f"{self.min_shards} is below 1")
         if self.files_per_bundle < 1:
             raise ConfigError("files_per_bundle", f"{self.files_per_bundle} is below 1")
+        if not 0 <= self.near_duplicate_max_distance <= 32:
+            raise ConfigError(
+                "near_duplicate_max_distance",
+                f"{self.near_duplicate_max_distance} is not in 0..32 (bits of a 64-bit hash)",
+            )
         limits = self.limits
         if limits.max_file_bytes < 1:
             raise ConfigError("limits.max_file_bytes", f"{limits.max_file_bytes} is below 1")

@@ -14,6 +14,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from data_prep.files import open_regular, read_upto
+from data_prep.health import ImageSignals
 from data_prep.image_validation import (
     Accepted,
     ImageLimits,
@@ -40,6 +41,7 @@ class FileOutcome:
     width: int = 0
     source_format: str = ""
     conversions: tuple[str, ...] = ()  # empty: the original bytes are the encoded image
+    signals: ImageSignals | None = None  # of an accepted image (data_prep/health.py)
 
 
 def read_source(source: SourceFile, limit: int) -> bytes:
@@ -101,6 +103,7 @@ def examine_source(source: SourceFile, limits: ImageLimits) -> tuple[FileOutcome
             width=result.width,
             source_format=result.source_format,
             conversions=result.conversions,
+            signals=result.signals,
         )
         return outcome, result
     if not source.has_image_extension and _is_not_image(data, result.reason):

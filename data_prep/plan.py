@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import math
 
+from data_prep import health
 from data_prep.contract.label_map import merge_label_map
 from data_prep.image_validation import Reason
 from data_prep.ingest_config import IngestConfig
@@ -55,8 +56,8 @@ class IngestPlan:
 
 
 def split_of(sha256: str, eval_fraction: float, test_fraction: float) -> str:
-    """A stable split from the content hash: the same image lands in the same split every run,
-    and byte-identical copies can never straddle train and eval."""
+    """A stable split from a content hash (a near-duplicate cluster's: see build_plan): the same
+    image lands in the same split every run, and copies can never straddle train and eval."""
     digest = hashlib.sha256(f"split:{sha256}".encode()).digest()
     point = int.from_bytes(digest[:8], "big") / 2**64
     if point < eval_fraction:
@@ -76,13 +77,21 @@ def build_plan(
     one, classes are numbered in name order."""
     outcomes = sorted(outcomes, key=lambda outcome: outcome.source.relative_path)
     kept, deduped = _dedupe([o for o in outcomes if o.status == ACCEPTED])
-    final = [o for o in outcomes if o.status != ACCEPTED] + deduped + kept
+    groups = _near_duplicate_groups(kept, config.near_duplicate_max_distance)
+    compared = len(kept)
+    kept, conflicting = _reject_near_duplicate_conflicts(kept, groups)
+    final = [o for o in outcomes if o.status != ACCEPTED] + deduped + conflicting + kept
     label_map = merge_label_map(reference_label_map or {}, {o.source.label for o in kept})
 
+    # A near-duplicate cluster goes whole to one side, decided by its smallest content hash.
+    split_key = {o.source.relative_path: o.sha256 for o in kept}
+    for group in groups:
+        smallest = min(o.sha256 for o in group)
+        split_key.update((o.source.relative_path, smallest) for o in group)
     by_split = collections.defaultdict(list)
     for outcome in kept:
         split = outcome.source.split or split_of(
-            outcome.sha256, config.eval_fraction, config.test_fraction
+            split_key[outcome.source.relative_path], config.eval_fraction, config.test_fraction
         )
         by_split[split].append(outcome)
     shards = []
@@ -90,6 +99,14 @@ def build_plan(
         shards.extend(_pack_shards(split, by_split[split], label_map, config))
 
     report = _report(final, by_split, label_map, config)
+    report["near_duplicates"] = [sorted(o.source.relative_path for o in g) for g in groups]
+    in_clusters = sum(len(group) for group in groups)
+    report["near_duplicate_share"] = {
+        "clusters": len(groups),
+        "images": in_clusters,
+        "fraction": in_clusters / compared if compared else 0.0,  # of the distinct images
+    }
+    report["odd_images"] = _odd_images(kept)
     report["classes_left_out"] = sorted(
         {o.source.label for o in outcomes if o.source.label is not None} - set(label_map)
     )
@@ -128,6 +145,54 @@ def _dedupe(accepted: list[FileOutcome]) -> tuple[list[FileOutcome], list[FileOu
             )
     kept.sort(key=lambda outcome: outcome.source.relative_path)
     return kept, rejected
+
+
+def _near_duplicate_groups(kept: list[FileOutcome], max_distance: int) -> list[list[FileOutcome]]:
+    """The near-duplicate clusters (data_prep/health.py) among images with signals."""
+    hashed = [o for o in kept if o.signals is not None]
+    pairs = health.near_duplicate_pairs(
+        [o.signals.phash for o in hashed], [o.signals.grid for o in hashed], max_distance
+    )
+    return [[hashed[i] for i in members] for members in health.clusters(len(hashed), pairs)]
+
+
+def _reject_near_duplicate_conflicts(
+    kept: list[FileOutcome], groups: list[list[FileOutcome]]
+) -> tuple[list[FileOutcome], list[FileOutcome]]:
+    """Rejects every member of a cluster whose members carry different labels, as identical
+    bytes under several labels are: the same picture cannot teach two classes."""
+    rejected = []
+    for group in groups:
+        labels = sorted({o.source.label for o in group})
+        if len(labels) > 1:
+            paths = ", ".join(o.source.relative_path for o in group)
+            rejected += [
+                dataclasses.replace(
+                    o,
+                    status=REJECTED,
+                    reason=Reason.CONFLICTING_LABEL,
+                    detail=f"near-duplicates labelled {labels}: {paths}",
+                )
+                for o in group
+            ]
+    gone = {o.source.relative_path for o in rejected}
+    return [o for o in kept if o.source.relative_path not in gone], rejected
+
+
+def _odd_images(kept: list[FileOutcome]) -> dict:
+    """cleanvision's odd-image flags per class, and each flagged image: flags, not rejects."""
+    sized = health.odd_size_flags([(o.width, o.height) for o in kept])
+    per_class = {label: dict.fromkeys(health.FLAGS, 0) for label in {o.source.label for o in kept}}
+    flagged = []
+    for outcome, odd_size in zip(kept, sized, strict=True):
+        flags = (*(outcome.signals.flags if outcome.signals else ()),) + (
+            ("odd_size",) if odd_size else ()
+        )
+        for flag in flags:
+            per_class[outcome.source.label][flag] += 1
+        if flags:
+            flagged.append({"path": outcome.source.relative_path, "flags": list(flags)})
+    return {"per_class": dict(sorted(per_class.items())), "images": flagged}
 
 
 def shard_count(total_bytes: int, examples: int, config: IngestConfig) -> int:

@@ -24,6 +24,7 @@ from tfx.proto import distribution_validator_pb2, pusher_pb2, trainer_pb2, trans
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.channel import Channel
 
+from components.data_health import DataHealthGen
 from components.evaluation_report import EvaluationReportGen
 from components.gate.curated_schema_gen import CuratedSchemaGen
 from components.gate.data_gate import DataGate
@@ -299,6 +300,7 @@ def create_pipeline(
         reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
         allow_class_changes=config.gate.allow_class_changes,
         pipeline=config.name,
+        max_near_duplicate_fraction=config.gate.max_near_duplicate_fraction,
     )
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
@@ -368,6 +370,11 @@ def create_pipeline(
     evaluation_report = EvaluationReportGen(
         model=trainer.outputs["model"], examples=example_gen.outputs["examples"]
     )
+    data_health = DataHealthGen(  # label errors from the probabilities the report stored
+        examples=example_gen.outputs["examples"],
+        ingest_report=example_gen.outputs["ingest_report"],
+        readable_evaluation=evaluation_report.outputs["report"],
+    )
     tflite_export = TFLiteExport(  # compared with the SavedModel scores the report stored
         model=trainer.outputs["model"],
         examples=example_gen.outputs["examples"],
@@ -398,6 +405,7 @@ def create_pipeline(
         readable_evaluation=evaluation_report.outputs["report"],
         tflite=tflite_export.outputs["tflite"],
         pushed_model=pusher.outputs["pushed_model"],
+        data_health=data_health.outputs["data_health"],
     )
     nodes = [
         example_gen,
@@ -414,6 +422,7 @@ def create_pipeline(
         evaluator,
         serving_check,
         evaluation_report,
+        data_health,
         tflite_export,
         pusher,
         model_card,

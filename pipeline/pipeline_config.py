@@ -45,18 +45,26 @@ class GateConfig:
       image_format_linf: the same for the JPEG/PNG mix (`image_format`).
       image_size_jsd: the largest allowed Jensen-Shannon divergence between the `height`
         histograms, and between the `width` histograms.
+      max_near_duplicate_fraction: the largest allowed share of the span's distinct images that
+        are in near-duplicate clusters (ingest.near_duplicate_max_distance); 1.0 allows any.
     """
 
     allow_class_changes: bool = False
     class_distribution_linf: float = 0.2
     image_format_linf: float = 0.2
     image_size_jsd: float = 0.3
+    max_near_duplicate_fraction: float = 1.0
 
     def validate(self) -> GateConfig:
         for field in ("class_distribution_linf", "image_format_linf", "image_size_jsd"):
             value = getattr(self, field)
             if not 0.0 < value <= 1.0:
                 raise ConfigError(field, f"{value} is not in (0, 1]")
+        if not 0.0 <= self.max_near_duplicate_fraction <= 1.0:
+            raise ConfigError(
+                "max_near_duplicate_fraction",
+                f"{self.max_near_duplicate_fraction} is not in [0, 1]",
+            )
         return self
 
 

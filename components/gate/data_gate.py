@@ -38,6 +38,7 @@ VERDICT_KEY = metadata_keys.DATA_VERDICT_OUTPUT_KEY
 REFERENCE_LABEL_MAP_KEY = "reference_label_map"
 ALLOW_CLASS_CHANGES_KEY = "allow_class_changes"
 PIPELINE_KEY = "pipeline"  # not "pipeline_name": TFX's legacy launcher reserves that name
+MAX_NEAR_DUPLICATE_FRACTION_KEY = "max_near_duplicate_fraction"
 STOPPED_CODE = 9  # the ExecutionResult code of a stopped span (gRPC's FAILED_PRECONDITION)
 # The gate setting each drift-checked feature's threshold comes from (pipeline/factory.py
 # drift_config), and the distance in a validator's description.
@@ -116,6 +117,17 @@ def let_through(feature: str, line: str) -> str:
     return f"; to let this span through: --set {_DRIFT_SETTINGS[feature]}={threshold:g}"
 
 
+def near_duplicate_problem(fraction: float | None, limit: float) -> str | None:
+    """Why the share of images in near-duplicate clusters stops the span, or None."""
+    if fraction is None or fraction <= limit:
+        return None
+    return (
+        f"near-duplicates: {fraction:.1%} of the distinct images are in near-duplicate clusters "
+        f"> gate.max_near_duplicate_fraction {limit:.1%}; the ingest report lists them under "
+        "near_duplicates"
+    )
+
+
 def gate_problems(
     anomalies: artifact.Artifact,
     drift: artifact.Artifact | None,
@@ -140,7 +152,8 @@ def gate_problems(
 class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         [report] = input_dict[INGEST_REPORT_KEY]
-        label_map = IngestReportRecord.read(report.mlmd_artifact).label_map
+        record = IngestReportRecord.read(report.mlmd_artifact)
+        label_map = record.label_map
         reference = json.loads(exec_properties[REFERENCE_LABEL_MAP_KEY])
         problems = gate_problems(
             artifact_utils.get_single_instance(input_dict[ANOMALIES_KEY]),
@@ -150,6 +163,10 @@ class Executor(base_executor.BaseExecutor):
             bool(exec_properties[ALLOW_CLASS_CHANGES_KEY]),
             exec_properties[PIPELINE_KEY],
         )
+        duplicates = near_duplicate_problem(
+            record.near_duplicate_fraction, float(exec_properties[MAX_NEAR_DUPLICATE_FRACTION_KEY])
+        )
+        problems += [duplicates] if duplicates else []
         if problems:
             span = report.get_int_custom_property("span")
             message = f"data gate stopped span {span} before training:\n  " + "\n  ".join(problems)
@@ -173,6 +190,7 @@ class DataGateSpec(component_spec.ComponentSpec):
         REFERENCE_LABEL_MAP_KEY: component_spec.ExecutionParameter(type=str),
         ALLOW_CLASS_CHANGES_KEY: component_spec.ExecutionParameter(type=int),
         PIPELINE_KEY: component_spec.ExecutionParameter(type=str),
+        MAX_NEAR_DUPLICATE_FRACTION_KEY: component_spec.ExecutionParameter(type=float),
     }
     INPUTS = {
         ANOMALIES_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleAnomalies),
@@ -187,8 +205,9 @@ class DataGateSpec(component_spec.ComponentSpec):
 class DataGate(base_component.BaseComponent):
     """Args: anomalies (ExampleValidator), drift_anomalies (DistributionValidator; None: no
     drift check), ingest_report (ImageExampleGen), reference_label_map (JSON: the pipeline's
-    label map, see DataSnapshot; "{}" on its first span), allow_class_changes (the policy) and
-    pipeline (its name, for the setting that trains without a vanished class)."""
+    label map, see DataSnapshot; "{}" on its first span), allow_class_changes (the policy),
+    pipeline (its name, for the setting that trains without a vanished class) and
+    max_near_duplicate_fraction (1.0: no limit)."""
 
     SPEC_CLASS = DataGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
@@ -201,6 +220,7 @@ class DataGate(base_component.BaseComponent):
         reference_label_map: str,
         allow_class_changes: bool,
         pipeline: str,
+        max_near_duplicate_fraction: float = 1.0,
     ):
         super().__init__(
             spec=DataGateSpec(
@@ -210,6 +230,7 @@ class DataGate(base_component.BaseComponent):
                 reference_label_map=reference_label_map,
                 allow_class_changes=int(allow_class_changes),
                 pipeline=pipeline,
+                max_near_duplicate_fraction=float(max_near_duplicate_fraction),
                 verdict=types.Channel(type=DataVerdict),
             )
         )

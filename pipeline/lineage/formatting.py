@@ -149,7 +149,8 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
 
 
 def _model_report_lines(run: PipelineRun) -> list[str]:
-    """The serving check, the readable evaluation, TFLite and the model card of a run."""
+    """The serving check, the readable evaluation, TFLite, the data health and the model card
+    of a run."""
     lines = []
     check = run.serving_check
     if check is not None:
@@ -184,6 +185,15 @@ def _model_report_lines(run: PipelineRun) -> list[str]:
         )
     if run.tflite is not None:
         lines += _tflite_lines(run.tflite)
+    health = run.data_health
+    if health is not None:
+        lines.append(
+            f"data health: {health['near_duplicate_clusters']} near-duplicate cluster(s) "
+            f"({health['near_duplicate_images']} images, {health['near_duplicate_fraction']:.1%}), "
+            f"{health['odd_images']} odd image(s), {health['label_issues']} likely label "
+            f"error(s) among {health['eval_images_checked']} eval images; health.json in "
+            f"{health['uri']}"
+        )
     if run.model_card is not None:
         lines.append(f"model card: {run.model_card}")
     return lines

@@ -76,6 +76,8 @@ class PipelineRun:
     # TFLiteExport: saved_model_accuracy and <float32|float16>_accuracy_gap_points.
     tflite: dict | None = None
     model_card: str | None = None  # folder holding model_card.json/.md (the pushed model's)
+    # DataHealthGen: metadata_keys.DATA_HEALTH_COUNTS, near_duplicate_fraction and its uri.
+    data_health: dict | None = None
     # The Trainer's performance report (images/s, step time, ...) from the Model's properties.
     training_performance: dict | None = None
     # Why nothing was pushed, in one place: which stage stopped it (one of exit_codes.STOPPED_BY_*,
@@ -122,6 +124,7 @@ _RUN_OUTPUTS = {
     "model_card": (metadata_keys.MODEL_CARD_OUTPUT_KEY, metadata_keys.MODEL_CARD_TYPE),
     "model_run": ("model_run", "ModelRun"),  # the Trainer's TensorBoard logs and JSON reports
     "verdict": (metadata_keys.DATA_VERDICT_OUTPUT_KEY, metadata_keys.DATA_VERDICT_TYPE),
+    "data_health": (metadata_keys.DATA_HEALTH_OUTPUT_KEY, metadata_keys.DATA_HEALTH_TYPE),
 }
 
 
@@ -340,8 +343,8 @@ def _data(graph: MetadataGraph, first: dict[str, int], components, outputs) -> d
 
 
 def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
-    """The training performance report, serving check, TFLite comparison, readable evaluation
-    and model card of a run."""
+    """The training performance report, serving check, TFLite comparison, readable evaluation,
+    model card and data health of a run."""
     reports = {}
     if "model" in first:
         model = graph.artifact(first["model"])
@@ -365,6 +368,9 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
             reports["eval_warning"] = small_eval_warning(report)
     if "model_card" in first:
         reports["model_card"] = card_folder(graph.artifact(first["model_card"]))
+    if "data_health" in first:
+        health = graph.artifact(first["data_health"])
+        reports["data_health"] = {**plain_properties(health), "uri": health.uri}
     return reports
 
 

@@ -21,7 +21,7 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 
 from pipeline import lineage
-from pipeline.ui import media, model_pages, report, views
+from pipeline.ui import health_page, media, model_pages, report, views
 
 LOCAL_HOSTS = ("localhost",)
 RUN_PAGES_KEPT = 8
@@ -169,6 +169,35 @@ def create_app(
     @app.get("/run/<run_id>/<any(rejected, mistake, gradcam):kind>/<id:index>.jpg")
     def run_image(run_id: str, kind: str, index: int):
         image = run_pages.get(open_store(), run_id).images.get((kind, index))
+        if image is None:
+            flask.abort(404)
+        return flask.Response(image, mimetype=media.THUMBNAIL_TYPE)
+
+    # A run's health never changes once written: its page and thumbnails are kept, by run id.
+    health_pages: collections.OrderedDict[str, health_page.HealthView] = collections.OrderedDict()
+    health_lock = threading.Lock()
+
+    def health_view(run_id: str) -> health_page.HealthView:
+        with health_lock:
+            if run_id in health_pages:
+                return health_pages[run_id]
+        view = health_page.health_view(open_store(), run_id)
+        if view is None:
+            raise lineage.LineageError(f"run {run_id} has no data health report")
+        if view.run.run_id == run_id:
+            with health_lock:
+                health_pages[run_id] = view
+                while len(health_pages) > RUN_PAGES_KEPT:
+                    health_pages.popitem(last=False)
+        return view
+
+    @app.get("/run/<run_id>/health")
+    def run_health(run_id: str):
+        return flask.render_template("health.html", view=health_view(run_id))
+
+    @app.get("/run/<run_id>/health/<int:index>.jpg")
+    def run_health_image(run_id: str, index: int):
+        image = health_view(run_id).images.get(index)
         if image is None:
             flask.abort(404)
         return flask.Response(image, mimetype=media.THUMBNAIL_TYPE)

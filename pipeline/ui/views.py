@@ -173,7 +173,7 @@ def timeline(executions: list[lineage.ExecutionRecord]) -> tuple[TimelineBar, ..
     )
 
 
-def _read_json(path: str) -> dict:
+def read_json(path: str) -> dict:
     from apache_beam.io.filesystems import FileSystems
 
     if not FileSystems.exists(path):
@@ -183,7 +183,7 @@ def _read_json(path: str) -> dict:
 
 
 def _ingest(run: lineage.PipelineRun, images: dict) -> IngestView | None:
-    report = _read_json(run.ingest_report) if run.ingest_report else {}
+    report = read_json(run.ingest_report) if run.ingest_report else {}
     if not report:
         return None
     grouped: dict[str, list[RejectedFile]] = {}

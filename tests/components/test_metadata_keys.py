@@ -4,7 +4,14 @@ from tfx.components.evaluator import constants as evaluator_constants
 from tfx.components.pusher import executor as pusher_executor
 
 from components import metadata_keys
-from components.artifacts import EvaluationReport, IngestReport, ModelCard, TFLiteModel
+from components.artifacts import (
+    DataHealth,
+    EvaluationReport,
+    IngestReport,
+    ModelCard,
+    TFLiteModel,
+)
+from components.data_health import DataHealthGen
 from components.gate import data_gate
 from components.image_example_gen import ImageExampleGen
 from components.model_card import ModelCardGen
@@ -25,6 +32,7 @@ def test_artifact_types_are_the_components_own():
     assert EvaluationReport.TYPE_NAME == metadata_keys.EVALUATION_REPORT_TYPE
     assert TFLiteModel.TYPE_NAME == metadata_keys.TFLITE_MODEL_TYPE
     assert ModelCard.TYPE_NAME == metadata_keys.MODEL_CARD_TYPE
+    assert DataHealth.TYPE_NAME == metadata_keys.DATA_HEALTH_TYPE
     assert data_gate.DataVerdict.TYPE_NAME == metadata_keys.DATA_VERDICT_TYPE
 
 
@@ -33,3 +41,4 @@ def test_output_keys_and_parameters_are_the_components_own():
     assert metadata_keys.INGEST_CONFIG_PARAMETER in ImageExampleGen.SPEC_CLASS.PARAMETERS
     assert metadata_keys.MODEL_CARD_OUTPUT_KEY in ModelCardGen.SPEC_CLASS.OUTPUTS
     assert metadata_keys.DATA_VERDICT_OUTPUT_KEY in data_gate.DataGateSpec.OUTPUTS
+    assert metadata_keys.DATA_HEALTH_OUTPUT_KEY in DataHealthGen.SPEC_CLASS.OUTPUTS

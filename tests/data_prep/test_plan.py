@@ -1,6 +1,8 @@
 import collections
 import dataclasses
+import random
 
+from data_prep import health
 from data_prep.image_validation import Reason
 from data_prep.ingest_config import IngestConfig
 from data_prep.inspection import ACCEPTED, IGNORED, REJECTED, FileOutcome
@@ -151,3 +153,76 @@ def test_a_reference_label_map_keeps_known_ids():
     assert plan.label_map == {"c2": 0, "c0": 1, "c1": 3}
     ids = {e.source.label: e.label_id for s in plan.shards for e in s.examples}
     assert ids == {"c2": 0, "c0": 1, "c1": 3}
+
+
+def hashed(path, label, sha, phash, size=(500, 375), flags=()):
+    return dataclasses.replace(
+        accepted(path, label, sha),
+        width=size[0],
+        height=size[1],
+        signals=health.ImageSignals(phash, bytes(192), flags),
+    )
+
+
+def test_near_duplicate_clusters_never_straddle_the_split():
+    rng = random.Random(0)
+    outcomes, clusters = [], []
+    for c in range(60):
+        base = rng.getrandbits(64)
+        members = [f"c{c % 3}/{c}_{k}.jpg" for k in range(3)]
+        clusters.append(members)
+        outcomes += [
+            hashed(path, f"c{c % 3}", f"{rng.getrandbits(256):064x}", base ^ (1 << k))
+            for k, path in enumerate(members)
+        ]
+    plan = build_plan(outcomes, dataclasses.replace(CONFIG, eval_fraction=0.5))
+    split_of_path = {e.source.relative_path: s.split for s in plan.shards for e in s.examples}
+    assert sorted(plan.report["near_duplicates"]) == sorted(clusters)
+    assert all(len({split_of_path[p] for p in members}) == 1 for members in clusters)
+    assert {split_of_path[m[0]] for m in clusters} == {"train", "eval"}
+
+
+def test_a_cluster_goes_where_its_smallest_hash_sends_it_and_singletons_keep_theirs():
+    low, high = "1" + "0" * 63, "f" * 64
+    outcomes = many(30) + [
+        hashed("c0/a.jpg", "c0", high, 0b1),
+        hashed("c0/b.jpg", "c0", low, 0b11),
+    ]
+    plan = build_plan(outcomes, CONFIG)
+    split_of_path = {e.source.relative_path: s.split for s in plan.shards for e in s.examples}
+    expected = split_of(low, CONFIG.eval_fraction, CONFIG.test_fraction)
+    assert split_of_path["c0/a.jpg"] == split_of_path["c0/b.jpg"] == expected
+    for i in range(30):
+        assert split_of_path[f"c{i % 3}/{i}.jpg"] == split_of(f"{i:064x}", 0.2, 0.0)
+
+
+def test_near_duplicates_under_two_labels_are_conflicts():
+    outcomes = many(30) + [
+        hashed("c0/cat.jpg", "c0", "a" * 64, 0xF0F0),
+        hashed("c1/cat_resized.jpg", "c1", "b" * 64, 0xF0F1),
+    ]
+    plan = build_plan(outcomes, CONFIG)
+    rejected = {r["path"]: r for r in plan.report["rejected"]}
+    for path in ("c0/cat.jpg", "c1/cat_resized.jpg"):
+        assert rejected[path]["reason"] == Reason.CONFLICTING_LABEL
+        assert rejected[path]["detail"].startswith("near-duplicates labelled ['c0', 'c1']")
+    assert plan.report["near_duplicates"] == [["c0/cat.jpg", "c1/cat_resized.jpg"]]
+
+
+def test_odd_images_are_flagged_per_class_and_kept():
+    rng = random.Random(1)
+    outcomes = [
+        hashed(f"c{i % 2}/{i}.jpg", f"c{i % 2}", f"{i:064x}", rng.getrandbits(64), (500 + i, 375))
+        for i in range(20)
+    ] + [
+        hashed("c0/night.jpg", "c0", "d" * 64, 2**64 - 1, flags=("dark",)),
+        hashed("c1/huge.jpg", "c1", "e" * 64, 0, size=(6000, 4000)),
+    ]
+    plan = build_plan(outcomes, CONFIG)
+    odd = plan.report["odd_images"]
+    assert odd["per_class"]["c0"]["dark"] == 1 and odd["per_class"]["c1"]["odd_size"] == 1
+    assert odd["images"] == [
+        {"path": "c0/night.jpg", "flags": ["dark"]},
+        {"path": "c1/huge.jpg", "flags": ["odd_size"]},
+    ]
+    assert plan.report["totals"]["accepted"] == 22

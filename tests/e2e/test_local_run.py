@@ -176,6 +176,19 @@ def test_pushed_model_carries_both_blessings_its_card_tflite_and_evaluation(firs
     int8_placed = os.path.isfile(os.path.join(pushed, "tflite", "model_int8.tflite"))
     assert int8_placed == ("int8" not in card["tflite"]["refused"])
     assert set(card["tflite"]["latency_ms"]) == {"float32", "float16", "int8"}
+    # The data's health: distinct images, every eval image checked for a likely label error,
+    # recorded on an artifact whose execution read these Examples.
+    health = card["data_health"]
+    assert health["near_duplicate_clusters"] == 0
+    assert health["eval_images_checked"] == sum(data["eval_examples_per_class"].values())
+    assert summary.data_health["eval_images_checked"] == health["eval_images_checked"]
+    [made] = [
+        e
+        for e in store.get_events_by_artifact_ids([health["mlmd_artifact_id"]])
+        if e.type == e.OUTPUT
+    ]
+    read = store.get_events_by_execution_ids([made.execution_id])
+    assert examples.id in {e.artifact_id for e in read if e.type == e.INPUT}
 
     evaluation = summary.evaluation
     assert [row["class"] for row in evaluation["per_class"]] == list(LABELS)

@@ -16,6 +16,7 @@ COMPONENTS = (
     "ServingCheck",
     "TFLiteExport",
     "EvaluationReportGen",
+    "DataHealthGen",
     "Pusher",
     "ModelCardGen",
 )

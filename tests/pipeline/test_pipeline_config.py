@@ -105,6 +105,8 @@ def test_schedules_airflow_understands_are_accepted(schedule):
         ("gate.class_distribution_linf=0", "gate.class_distribution_linf"),
         ("gate.image_format_linf=1.5", "gate.image_format_linf"),
         ("gate.image_size_jsd=-0.1", "gate.image_size_jsd"),
+        ("gate.max_near_duplicate_fraction=1.5", "gate.max_near_duplicate_fraction"),
+        ("ingest.near_duplicate_max_distance=40", "ingest.near_duplicate_max_distance"),
     ],
 )
 def test_drift_thresholds_out_of_range_fail_naming_the_field(setting, field):

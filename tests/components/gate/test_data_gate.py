@@ -36,16 +36,28 @@ def _drift(feature, description):
     return anomalies
 
 
-def _report(root, label_map):
-    """An IngestReport as ImageExampleGen records it (the gate reads its recorded label map)."""
+def _report(root, label_map, near_duplicates=0.0):
+    """An IngestReport as ImageExampleGen records it (the gate reads its recorded label map and
+    near-duplicate share)."""
     report = IngestReport()
     report.uri = str(root)
     report.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, json.dumps(label_map))
     report.set_int_custom_property("span", 2)
+    report.set_float_custom_property(
+        metadata_keys.NEAR_DUPLICATE_FRACTION_PROPERTY, near_duplicates
+    )
     return report
 
 
-def _run(tmp_path, label_map, drift=None, allow=False, reads_results=True):
+def _run(
+    tmp_path,
+    label_map,
+    drift=None,
+    allow=False,
+    reads_results=True,
+    near_duplicates=0.0,
+    limit=1.0,
+):
     """The gate's executor as a launcher that reads execution results (the local runner's)
     runs it, or as TFX's legacy launcher (Airflow's) does, with no executor output path."""
     verdict = data_gate.DataVerdict()
@@ -60,13 +72,14 @@ def _run(tmp_path, label_map, drift=None, allow=False, reads_results=True):
             data_gate.DRIFT_KEY: [
                 _anomalies(tmp_path / "drift", "SplitPair", "train_train", drift)
             ],
-            data_gate.INGEST_REPORT_KEY: [_report(tmp_path / "report", label_map)],
+            data_gate.INGEST_REPORT_KEY: [_report(tmp_path / "report", label_map, near_duplicates)],
         },
         {data_gate.VERDICT_KEY: [verdict]},
         {
             data_gate.REFERENCE_LABEL_MAP_KEY: json.dumps(REFERENCE),
             data_gate.ALLOW_CLASS_CHANGES_KEY: int(allow),
             data_gate.PIPELINE_KEY: "shapes",
+            data_gate.MAX_NEAR_DUPLICATE_FRACTION_KEY: limit,
         },
     )
     return output, verdict
@@ -137,3 +150,14 @@ def test_a_launcher_that_reads_no_results_gets_the_stop_as_an_exception(tmp_path
     assert "new class(es) cross" in str(stopped.value)
     output, _ = _run(tmp_path / "clean", REFERENCE, reads_results=False)
     assert output is None  # a clean span passes the same way on every launcher
+
+
+def test_too_many_near_duplicates_stop_the_span_only_above_the_limit(tmp_path):
+    output, _ = _run(tmp_path / "stopped", REFERENCE, near_duplicates=0.12, limit=0.05)
+    message = output.execution_result.result_message
+    assert (
+        "near-duplicates: 12.0% of the distinct images are in near-duplicate clusters "
+        "> gate.max_near_duplicate_fraction 5.0%" in message
+    )
+    output, _ = _run(tmp_path / "passed", REFERENCE, near_duplicates=0.05, limit=0.05)
+    assert output is None

@@ -83,3 +83,22 @@ def test_a_stopped_run_says_which_stage_stopped_it_and_why():
         "pushed: no",
         "not pushed, stopped by the evaluator: accuracy 0.91 is below the lower bound 0.95",
     ]
+
+
+def test_a_run_with_a_data_health_report_says_what_it_found_in_one_line():
+    health = {
+        "near_duplicate_clusters": 3,
+        "near_duplicate_images": 7,
+        "near_duplicate_fraction": 0.0125,
+        "odd_images": 4,
+        "label_issues": 2,
+        "eval_images_checked": 60,
+        "uri": "/build/tfx/DataHealthGen/data_health/9",
+    }
+    lines = format_run_summary(dataclasses.replace(RUN, data_health=health)).splitlines()
+    assert (
+        "data health: 3 near-duplicate cluster(s) (7 images, 1.2%), 4 odd image(s), 2 likely "
+        "label error(s) among 60 eval images; health.json in /build/tfx/DataHealthGen/"
+        "data_health/9"
+    ) in lines
+    assert not any(line.startswith("data health") for line in format_run_summary(RUN).split("\n"))

@@ -1,0 +1,387 @@
+"""Data health: near-duplicates found, splits that do not leak, flipped labels caught, and cost.
+
+Data: scikit-learn's handwritten digits (load_digits: 1,797 real 8x8 scans, bundled), upscaled
+to 64x64 RGB JPEGs in a folder per digit. Into it go known near-duplicates of COPIED_SHARE of
+the scans, each one copy of one kind in turn: re-encoded (JPEG quality 60), resized (to 96x96),
+cropped (2 pixels off each side) and brightness-shifted (x1.25); and known label flips of
+FLIPPED_SHARE of the other scans (moved to another digit's folder). The ingest (`imgpipe prep`'s
+job, default settings) then runs on it.
+
+Measured:
+- pairs: of the injected (scan, copy) pairs, the share whose two images share a cluster
+  (recall); of every pair of images in a same cluster, the share that is not injected (false
+  pairs), and that share less the pairs whose original scans are near-identical in the data
+  itself (ALIKE_SCANS: real near-duplicates nobody injected);
+- straddling: injected pairs whose two images landed in different splits, among the pairs found
+  and among all, with the ingest's cluster-aware split and with a split by each file's own hash
+  (what it did before clusters);
+- eval accuracy of a 1-nearest-neighbour classifier on 16x16 pixels, trained on train, scored on
+  eval, with each split: a model that memorizes, so a leaky eval split shows as a higher figure;
+- label errors: the eval split's out-of-sample probabilities of a logistic regression trained on
+  the (noisy) train split go through data_prep/label_issues.py (cleanlab), as the pipeline's
+  eval probabilities do; the share of flipped eval images among the suspects' paths (recall) and
+  the share of suspects that were flipped (precision);
+- cost: the ingest's CPU time per further image (its whole process tree, in a child process,
+  best of 3, on PHOTOS photo-like JPEGs (benchmarks/photo_data.py) less on FEW), against the
+  decode floor (read and decode each file, one process) and against the health signals alone
+  (data_prep/health.py image_signals on the decoded images); 'without health' is the ingest's
+  time less the signals'.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import io
+import itertools
+import json
+import os
+import posixpath
+import shutil
+import time
+
+from benchmarks.charts import label_bars
+from benchmarks.report import Section
+
+SIDE = 64
+COPIED_SHARE = 0.15
+FLIPPED_SHARE = 0.05
+COPY_KINDS = ("reencoded", "resized", "cropped", "brightened")
+PHOTOS = 600
+FEW = 14
+SEED = 0
+# Two scans whose pixels differ by at most this on average (of 16) are near-identical in the
+# data itself: closer than 99.9% of random pairs of scans.
+ALIKE_SCANS = 1.0
+
+
+def _copy(image, kind: str):
+    from PIL import Image, ImageEnhance
+
+    if kind == "resized":
+        return image.resize((SIDE * 3 // 2, SIDE * 3 // 2), Image.Resampling.BICUBIC)
+    if kind == "cropped":
+        return image.crop((2, 2, SIDE - 2, SIDE - 2))
+    if kind == "brightened":
+        return ImageEnhance.Brightness(image).enhance(1.25)
+    return image  # re-encoded: saved at a lower quality below
+
+
+def write_dataset(folder: str) -> dict:
+    """The digits with injected copies and flips; returns what was injected, by relative path."""
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    shutil.rmtree(folder, ignore_errors=True)
+    digits = load_digits()
+    scans = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
+    rng = np.random.default_rng(SEED)
+    order = rng.permutation(len(scans))
+    copied = set(order[: round(COPIED_SHARE * len(scans))].tolist())
+    flipped = set(order[len(copied) : len(copied) + round(FLIPPED_SHARE * len(scans))].tolist())
+    pairs, flips, kinds = [], [], itertools.cycle(COPY_KINDS)
+    for index, (scan, digit) in enumerate(zip(scans, digits.target, strict=True)):
+        label = int(digit)
+        if index in flipped:
+            label = (label + int(rng.integers(1, 10))) % 10
+        image = Image.fromarray(scan).convert("RGB").resize((SIDE, SIDE), Image.Resampling.BICUBIC)
+        path = f"{label}/{index:04d}.jpg"
+        _save(image, os.path.join(folder, path), 95)
+        if index in flipped:
+            flips.append(path)
+        if index in copied:
+            kind = next(kinds)
+            copy_path = f"{label}/{index:04d}_{kind}.jpg"
+            _save(
+                _copy(image, kind),
+                os.path.join(folder, copy_path),
+                60 if kind == "reencoded" else 95,
+            )
+            pairs.append((path, copy_path, kind))
+    return {"pairs": pairs, "flips": flips}
+
+
+def _save(image, path: str, quality: int) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    image.save(path, format="JPEG", quality=quality)
+
+
+def _ingest(folder: str, output: str) -> tuple[dict, dict[str, dict]]:
+    from data_prep.ingest import run_ingest
+    from data_prep.ingest_config import IngestConfig
+    from data_prep.ingest_outputs import IngestOutputs, read_source_index
+
+    outputs = IngestOutputs.under(output)
+    report = run_ingest(IngestConfig(input=folder), outputs)
+    rows = {row["path"]: row for row in read_source_index(outputs.source_index_path)}
+    return report, rows
+
+
+def _pixels(folder: str, paths: list[str]):
+    import numpy as np
+    from PIL import Image
+
+    return (
+        np.stack(
+            [
+                np.asarray(Image.open(os.path.join(folder, p)).convert("L").resize((16, 16)))
+                for p in paths
+            ]
+        ).reshape(len(paths), -1)
+        / 255.0
+    )
+
+
+def _eval_accuracy(folder: str, split_of: dict[str, str], labels: dict[str, int]) -> float:
+    from sklearn.neighbors import KNeighborsClassifier
+
+    train = sorted(p for p, s in split_of.items() if s == "train")
+    held = sorted(p for p, s in split_of.items() if s == "eval")
+    model = KNeighborsClassifier(n_neighbors=1).fit(
+        _pixels(folder, train), [labels[p] for p in train]
+    )
+    return float(model.score(_pixels(folder, held), [labels[p] for p in held]))
+
+
+def _label_issues(folder: str, rows: dict[str, dict]) -> dict:
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from data_prep.label_issues import find_label_issues
+
+    train = sorted(p for p, row in rows.items() if row["split"] == "train")
+    held = sorted(p for p, row in rows.items() if row["split"] == "eval")
+    model = LogisticRegression(max_iter=2000).fit(
+        _pixels(folder, train), [int(rows[p]["label"]) for p in train]
+    )
+    probabilities = model.predict_proba(_pixels(folder, held))
+    labels = np.array([int(rows[p]["label"]) for p in held])
+    names = [str(c) for c in model.classes_]
+    return {"issues": find_label_issues(labels, probabilities, held, names), "eval": held}
+
+
+def _source_difference(pair: frozenset) -> float:
+    """Mean absolute difference of the two images' original scans, on the scans' 0..16 scale."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    first, second = (int(posixpath.basename(p)[:4]) for p in pair)
+    scans = load_digits().images
+    return float(np.abs(scans[first] - scans[second]).mean())
+
+
+def _cluster_pairs(clusters: list[list[str]]) -> set[frozenset]:
+    return {frozenset(pair) for members in clusters for pair in itertools.combinations(members, 2)}
+
+
+def _file_hash_split(folder: str, paths: list[str]) -> dict[str, str]:
+    """The split each file had before clusters: by its own content hash."""
+    from data_prep.ingest_config import IngestConfig
+    from data_prep.plan import split_of
+
+    config = IngestConfig(input=folder)
+    split = {}
+    for path in paths:
+        with open(os.path.join(folder, path), "rb") as handle:
+            sha = hashlib.sha256(handle.read()).hexdigest()
+        split[path] = split_of(sha, config.eval_fraction, config.test_fraction)
+    return split
+
+
+def _cost(workdir: str) -> dict:
+    """CPU milliseconds per image: the ingest's (each further image's: its process on PHOTOS
+    images less its process on FEW, start-up and imports paid by both), the decode floor's
+    and the signals'."""
+    from PIL import Image
+
+    from benchmarks.ingest_bench import _measure
+    from benchmarks.photo_data import write_photo_jpegs
+    from data_prep.health import image_signals
+
+    def cpu_seconds(count: int) -> float:
+        photos = write_photo_jpegs(os.path.join(workdir, f"photos_{count}"), count)
+        output = os.path.join(workdir, f"photos_{count}_ingest")
+        return min(_measure("beam", photos, output, memory=False)["cpu_s"] for _ in range(3))
+
+    ingest = (cpu_seconds(PHOTOS) - cpu_seconds(FEW)) / (PHOTOS - FEW)
+    photos = os.path.join(workdir, f"photos_{PHOTOS}")
+    files = sorted(glob.glob(os.path.join(photos, "*", "*.jpg")))
+    decoded, started = [], time.process_time()
+    for path in files:
+        with open(path, "rb") as handle:
+            image = Image.open(io.BytesIO(handle.read()))
+            image.load()
+        decoded.append(image)
+    decode = time.process_time() - started
+    started = time.process_time()
+    for image in decoded:
+        image_signals(image)
+    signals = time.process_time() - started
+    per_image = 1000.0 / len(files)
+    return {
+        "ingest": ingest * 1000.0,
+        "decode": decode * per_image,
+        "signals": signals * per_image,
+    }
+
+
+def run(output_dir: str) -> list[dict]:
+    workdir = os.path.join(output_dir, "health")
+    folder = os.path.join(workdir, "digits")
+    injected = write_dataset(folder)
+    report, rows = _ingest(folder, os.path.join(workdir, "ingest"))
+    injected_pairs = {frozenset(pair[:2]) for pair in injected["pairs"]}
+    found_pairs = _cluster_pairs(report["near_duplicates"])
+    recall = len(injected_pairs & found_pairs) / len(injected_pairs)
+    uninjected = found_pairs - injected_pairs
+    false_pairs = len(uninjected) / max(1, len(found_pairs))
+    alike_in_source = {pair for pair in uninjected if _source_difference(pair) <= ALIKE_SCANS}
+    by_kind = {
+        kind: sum(frozenset((a, b)) in found_pairs for a, b, k in injected["pairs"] if k == kind)
+        / sum(k == kind for *_, k in injected["pairs"])
+        for kind in COPY_KINDS
+    }
+    kept = sorted(rows)
+    labels = {p: int(rows[p]["label"]) for p in kept}
+    aware = {p: rows[p]["split"] for p in kept}
+    leaky = _file_hash_split(folder, kept)
+
+    def straddling(split: dict[str, str], pairs) -> int:
+        return sum(
+            1 for a, b in map(tuple, pairs) if a in split and b in split and split[a] != split[b]
+        )
+
+    suspects = _label_issues(folder, rows)
+    flipped_eval = set(injected["flips"]) & set(suspects["eval"])
+    caught = flipped_eval & {issue["path"] for issue in suspects["issues"]}
+    cost = _cost(workdir)
+    without = cost["ingest"] - cost["signals"]
+    records = [
+        {
+            "name": "health.pairs.recall",
+            "value": recall,
+            "unit": "share",
+            "injected_pairs": len(injected_pairs),
+            "by_kind": by_kind,
+        },
+        {
+            "name": "health.pairs.false_share",
+            "value": false_pairs,
+            "unit": "share",
+            "found_pairs": len(found_pairs),
+            "clusters": len(report["near_duplicates"]),
+        },
+        {
+            "name": "health.pairs.false_share_unlike_in_source",
+            "value": (len(uninjected) - len(alike_in_source)) / max(1, len(found_pairs)),
+            "unit": "share",
+            "alike_in_source": len(alike_in_source),
+        },
+        {
+            "name": "health.straddling.found_pairs.cluster_split",
+            "value": straddling(aware, injected_pairs & found_pairs),
+            "unit": "pairs",
+        },
+        {
+            "name": "health.straddling.injected_pairs.cluster_split",
+            "value": straddling(aware, injected_pairs),
+            "unit": "pairs",
+        },
+        {
+            "name": "health.straddling.injected_pairs.file_hash_split",
+            "value": straddling(leaky, injected_pairs),
+            "unit": "pairs",
+        },
+        {
+            "name": "health.eval_accuracy.cluster_split",
+            "value": _eval_accuracy(folder, aware, labels),
+            "unit": "accuracy",
+            "model": "1-nearest neighbour, 16x16 pixels",
+        },
+        {
+            "name": "health.eval_accuracy.file_hash_split",
+            "value": _eval_accuracy(folder, leaky, labels),
+            "unit": "accuracy",
+            "model": "1-nearest neighbour, 16x16 pixels",
+        },
+        {
+            "name": "health.label_issues.flipped_eval_caught",
+            "value": len(caught) / max(1, len(flipped_eval)),
+            "unit": "share",
+            "flipped_eval": len(flipped_eval),
+            "suspects": len(suspects["issues"]),
+        },
+        {
+            "name": "health.label_issues.suspects_flipped",
+            "value": len(caught) / max(1, len(suspects["issues"])),
+            "unit": "share",
+        },
+        {
+            "name": "health.cost.ingest_cpu_ms_per_image",
+            "value": cost["ingest"],
+            "unit": "ms",
+            "ratio": cost["ingest"] / cost["decode"],
+            "baseline": "health.cost.decode_cpu_ms_per_image",
+        },
+        {"name": "health.cost.decode_cpu_ms_per_image", "value": cost["decode"], "unit": "ms"},
+        {
+            "name": "health.cost.signals_cpu_ms_per_image",
+            "value": cost["signals"],
+            "unit": "ms",
+            "ratio": cost["signals"] / cost["decode"],
+            "baseline": "health.cost.decode_cpu_ms_per_image",
+        },
+        {
+            "name": "health.cost.ingest_vs_without_health",
+            "value": cost["ingest"] / without,
+            "unit": "x",
+        },
+    ]
+    with open(os.path.join(workdir, "injected.json"), "w") as handle:
+        json.dump(injected, handle)
+    for record in records:
+        print(f"{record['name']:<46} {record['value']:.4g} {record['unit']}", flush=True)
+    return records
+
+
+def chart(records: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shares = [r for r in records if r["unit"] in ("share", "accuracy")]
+    figure, axis = plt.subplots(figsize=(10, 4))
+    names = [r["name"].removeprefix("health.") for r in shares]
+    bars = axis.bar(names, [r["value"] for r in shares], color="#4a7ab5")
+    label_bars(axis, bars, [f"{r['value']:.3f}" for r in shares])
+    axis.set_ylim(0, 1.1)
+    axis.tick_params(axis="x", labelsize=7, rotation=30)
+    axis.set_title("digits with injected near-duplicates and flipped labels")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def section(records: list[dict]) -> Section:
+    by_name = {r["name"].removeprefix("health."): r for r in records}
+    rows = tuple((name, f"{r['value']:.4g}", r["unit"]) for name, r in by_name.items())
+    recall = by_name["pairs.recall"]
+    notes = (
+        f"{recall['injected_pairs']} injected pairs; found per kind: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in recall["by_kind"].items()),
+        f"{by_name['pairs.false_share_unlike_in_source']['alike_in_source']} of the pairs "
+        "nobody injected join scans that are near-identical in the digits themselves",
+        f"label suspects: {by_name['label_issues.flipped_eval_caught']['suspects']} in an eval "
+        f"split holding {by_name['label_issues.flipped_eval_caught']['flipped_eval']} flipped "
+        "images; eval probabilities from a logistic regression on 16x16 pixels",
+        "eval accuracy: a 1-nearest-neighbour classifier on 16x16 pixels, which memorizes: "
+        "a near-duplicate of an eval image in train raises it",
+    )
+    return Section(
+        "Data health: near-duplicates, leak-free splits, label errors, cost",
+        ("measured", "value", "unit"),
+        rows,
+        notes,
+    )
