@@ -18,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-# The folder that holds the `components` package, for the fresh process's imports.
+# The folder that holds this `components` package: the fresh process runs there, since
+# `python -m` looks first in its working folder, which may hold another checkout's.
 _PROJECT_ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
 _STDERR_TAIL_CHARS = 500
 
@@ -28,12 +29,19 @@ def verify_serving(model_dir: str, latency_requests: int, timeout_s: float) -> d
     are empty only when the model loads there and every warmup request gets a right answer."""
     with tempfile.TemporaryDirectory() as scratch:
         report_path = os.path.join(scratch, "report.json")
+        if "://" not in model_dir:
+            model_dir = os.path.abspath(model_dir)
         command = [sys.executable, "-m", __name__, model_dir, str(latency_requests), report_path]
         paths = [_PROJECT_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
         try:
             finished = subprocess.run(
-                command, env=environment, capture_output=True, text=True, timeout=timeout_s
+                command,
+                cwd=_PROJECT_ROOT,
+                env=environment,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
             )
         except subprocess.TimeoutExpired:  # subprocess.run has killed it
             return _refused(model_dir, f"the serving process did not answer within {timeout_s:g} s")

@@ -202,6 +202,21 @@ def test_an_op_tensorflow_does_not_define_is_named(model_artifact, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_serving_process_loads_this_code_whatever_the_working_folder(
+    model_artifact, tmp_path, monkeypatch
+):
+    """`python -m` looks in the working folder first: one holding another checkout's
+    `components` package must not stand in for this one."""
+    (tmp_path / "components").mkdir()
+    (tmp_path / "components" / "__init__.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    serving_dir = os.path.join(model_artifact.uri, "Format-Serving")
+    report = verify_serving(serving_dir, latency_requests=1, timeout_s=600)
+    assert report["problems"] == []
+    assert report["loaded_in_pid"] != os.getpid()
+
+
+@pytest.mark.slow
 def test_a_serving_process_that_does_not_answer_in_time_is_refused(model_artifact):
     serving_dir = os.path.join(model_artifact.uri, "Format-Serving")
     report = verify_serving(serving_dir, latency_requests=1, timeout_s=0.05)
