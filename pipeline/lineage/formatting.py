@@ -190,9 +190,9 @@ def _model_report_lines(run: PipelineRun) -> list[str]:
         lines.append(
             f"data health: {health['near_duplicate_clusters']} near-duplicate cluster(s) "
             f"({health['near_duplicate_images']} images, {health['near_duplicate_fraction']:.1%}), "
-            f"{health['odd_images']} odd image(s), {health['label_issues']} likely label "
-            f"error(s) among {health['eval_images_checked']} eval images; health.json in "
-            f"{health['uri']}"
+            f"{health['odd_images']} odd image(s), {health['label_issues']} likely "
+            f"mislabelled image(s) among {health['eval_images_checked']} eval images; "
+            f"health.json in {health['uri']}"
         )
     if run.model_card is not None:
         lines.append(f"model card: {run.model_card}")

@@ -98,7 +98,7 @@ def test_a_run_with_a_data_health_report_says_what_it_found_in_one_line():
     lines = format_run_summary(dataclasses.replace(RUN, data_health=health)).splitlines()
     assert (
         "data health: 3 near-duplicate cluster(s) (7 images, 1.2%), 4 odd image(s), 2 likely "
-        "label error(s) among 60 eval images; health.json in /build/tfx/DataHealthGen/"
+        "mislabelled image(s) among 60 eval images; health.json in /build/tfx/DataHealthGen/"
         "data_health/9"
     ) in lines
     assert not any(line.startswith("data health") for line in format_run_summary(RUN).split("\n"))
