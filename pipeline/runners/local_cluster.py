@@ -80,11 +80,17 @@ class LocalCluster:
 
 class _Watch:
     """A thread that watches the services and the SDK workers: when a worker vanishes while its
-    job still runs, it cancels the job (the job service never notices the loss) and records why."""
+    job still runs, it cancels the job (the job service never notices the loss) and records why.
+    The job service sometimes does notice, and fails the job at once: `explain` then tells a
+    job that failed with its worker gone from one that failed on its own."""
 
     def __init__(self, cluster: LocalCluster, services: dict[str, subprocess.Popen]):
         self.failure: str | None = None
         self._cluster, self._services = cluster, services
+        self._workers: set[int] = set()
+        self._running: set[str] = set()
+        # (vanished worker pids, the jobs that ran then): a job that ends DONE stopped its worker.
+        self._vanished: list[tuple[set[int], set[str]]] = []
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="local-cluster-watch", daemon=True)
 
@@ -95,49 +101,111 @@ class _Watch:
         self._stopped.set()
         self._thread.join()
 
+    def explain(self) -> str | None:
+        """Why the cluster failed the job that just failed, when a worker's loss explains it."""
+        self.stop()
+        if self.failure is not None:
+            return self.failure
+        import grpc
+
+        try:
+            with grpc.insecure_channel(self._cluster.job_endpoint) as channel:
+                jobs = _Jobs(channel)
+                self._sample(jobs)  # a worker lost in the last instant
+                states = jobs.states()
+        except grpc.RpcError:
+            return self.failure
+        lost = lost_while_running(self._vanished, states)
+        if lost:
+            self.failure = _lost_worker_message(lost, "failed")
+        return self.failure
+
     def _watch(self) -> None:
         import grpc
-        from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 
         with grpc.insecure_channel(self._cluster.job_endpoint) as channel:
-            jobs = beam_job_api_pb2_grpc.JobServiceStub(channel)
-
-            def running() -> set[str]:
-                answer = jobs.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=30)
-                return {
-                    job.job_id
-                    for job in answer.job_info
-                    if job.state == beam_job_api_pb2.JobState.RUNNING
-                }
-
-            workers: set[int] = set()
+            jobs = _Jobs(channel)
             while self.failure is None and not self._stopped.wait(WATCH_EVERY_S):
                 for name, process in self._services.items():
                     if process.poll() is not None:
                         self.failure = f"the Beam {name} exited ({process.returncode})"
-                now = set(self._cluster.worker_pids())
-                lost, workers = workers - now, now
-                if not lost or self.failure:
-                    continue
+                if self.failure:
+                    break
                 try:
-                    self._cancel_orphans(jobs, running, lost)
+                    lost = self._sample(jobs)
+                    if lost:
+                        self._cancel_orphans(jobs, lost)
                 except grpc.RpcError:
                     # The job service went away: the services' check above says so next time.
                     continue
 
-    def _cancel_orphans(self, jobs, running, lost: set[int]) -> None:
-        from apache_beam.portability.api import beam_job_api_pb2
+    def _sample(self, jobs: _Jobs) -> set[int]:
+        """Notes the workers and running jobs now; returns the workers lost since last time."""
+        now, running = set(self._cluster.worker_pids()), jobs.running()
+        lost, self._workers = self._workers - now, now
+        if lost:
+            self._vanished.append((lost, self._running | running))
+        self._running = running
+        return lost
 
-        suspects = running()
+    def _cancel_orphans(self, jobs: _Jobs, lost: set[int]) -> None:
+        suspects = jobs.running()
         if not suspects or self._stopped.wait(LOST_WORKER_GRACE_S):
             return
-        for job_id in suspects & running():
-            jobs.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job_id), timeout=30)
-            self.failure = (
-                f"an SDK worker of the local Beam cluster (pid "
-                f"{', '.join(map(str, sorted(lost)))}) died while its job ran; the job was "
-                "cancelled"
-            )
+        for job_id in suspects & jobs.running():
+            jobs.cancel(job_id)
+            self.failure = _lost_worker_message(lost, "cancelled")
+
+
+class _Jobs:
+    """The job service's view of its jobs."""
+
+    def __init__(self, channel):
+        from apache_beam.portability.api import beam_job_api_pb2_grpc
+
+        self._stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
+
+    def states(self) -> dict[str, int]:
+        from apache_beam.portability.api import beam_job_api_pb2
+
+        answer = self._stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=30)
+        return {job.job_id: job.state for job in answer.job_info}
+
+    def running(self) -> set[str]:
+        from apache_beam.portability.api import beam_job_api_pb2
+
+        return {
+            job_id
+            for job_id, state in self.states().items()
+            if state == beam_job_api_pb2.JobState.RUNNING
+        }
+
+    def cancel(self, job_id: str) -> None:
+        from apache_beam.portability.api import beam_job_api_pb2
+
+        self._stub.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job_id), timeout=30)
+
+
+def lost_while_running(
+    vanished: list[tuple[set[int], set[str]]], states: dict[str, int]
+) -> set[int]:
+    """The workers that vanished while a job ran that then did not finish DONE: a worker that
+    ends normally is stopped just before its job is marked done."""
+    from apache_beam.portability.api import beam_job_api_pb2
+
+    done = beam_job_api_pb2.JobState.DONE
+    lost: set[int] = set()
+    for workers, jobs in vanished:
+        if any(states.get(job_id, done) != done for job_id in jobs):
+            lost |= workers
+    return lost
+
+
+def _lost_worker_message(lost: set[int], outcome: str) -> str:
+    return (
+        f"an SDK worker of the local Beam cluster (pid {', '.join(map(str, sorted(lost)))}) "
+        f"died while its job ran; the job was {outcome}"
+    )
 
 
 @contextlib.contextmanager
@@ -183,9 +251,10 @@ def local_cluster(
         try:
             yield cluster
         except BaseException as error:
-            if watch.failure is None:
+            failure = watch.explain()
+            if failure is None:
                 raise
-            raise ClusterError(f"{watch.failure}; see {log_dir}") from error
+            raise ClusterError(f"{failure}; see {log_dir}") from error
         finally:
             watch.stop()
     finally:
