@@ -67,6 +67,19 @@ def split_of(sha256: str, eval_fraction: float, test_fraction: float) -> str:
     return "train"
 
 
+def cluster_keys(sha256_by_path: dict[str, str], clusters: list[list[str]]) -> dict[str, str]:
+    """Each image's split key: its near-duplicate cluster's smallest content hash, so the cluster
+    goes whole to one side; a lone image's own hash. Cluster members absent from sha256_by_path
+    (rejected as conflicting labels) are left out."""
+    keys = dict(sha256_by_path)
+    for members in clusters:
+        present = [path for path in members if path in sha256_by_path]
+        if present:
+            smallest = min(sha256_by_path[path] for path in present)
+            keys.update(dict.fromkeys(present, smallest))
+    return keys
+
+
 def build_plan(
     outcomes: list[FileOutcome],
     config: IngestConfig,
@@ -83,11 +96,10 @@ def build_plan(
     final = [o for o in outcomes if o.status != ACCEPTED] + deduped + conflicting + kept
     label_map = merge_label_map(reference_label_map or {}, {o.source.label for o in kept})
 
-    # A near-duplicate cluster goes whole to one side, decided by its smallest content hash.
-    split_key = {o.source.relative_path: o.sha256 for o in kept}
-    for group in groups:
-        smallest = min(o.sha256 for o in group)
-        split_key.update((o.source.relative_path, smallest) for o in group)
+    split_key = cluster_keys(
+        {o.source.relative_path: o.sha256 for o in kept},
+        [[o.source.relative_path for o in group] for group in groups],
+    )
     by_split = collections.defaultdict(list)
     for outcome in kept:
         split = outcome.source.split or split_of(
