@@ -50,6 +50,20 @@ def counts(health: dict) -> dict[str, int]:
     }
 
 
+def write_health(health: dict, directory: str) -> None:
+    with FileSystems.create(os.path.join(directory, HEALTH_FILE)) as handle:
+        handle.write(json.dumps(health, indent=2).encode())
+
+
+def describe_health(health: dict, data_health: DataHealth) -> None:
+    """The counts and the near-duplicate share as the artifact's custom properties."""
+    for name, value in counts(health).items():
+        data_health.set_int_custom_property(name, value)
+    data_health.set_float_custom_property(
+        metadata_keys.NEAR_DUPLICATE_FRACTION_PROPERTY, health["near_duplicates"]["fraction"]
+    )
+
+
 def read_health(uri: str) -> dict | None:
     """health.json of a DataHealth artifact; None when its files are gone."""
     path = os.path.join(uri, HEALTH_FILE)
@@ -75,10 +89,5 @@ def DataHealthGen(  # noqa: N802  TFX component names are classes
     health = build_health(
         ingest, evaluation_report.read_scores(readable_evaluation.uri), readable["labels"]
     )
-    with FileSystems.create(os.path.join(data_health.uri, HEALTH_FILE)) as handle:
-        handle.write(json.dumps(health, indent=2).encode())
-    for name, value in counts(health).items():
-        data_health.set_int_custom_property(name, value)
-    data_health.set_float_custom_property(
-        metadata_keys.NEAR_DUPLICATE_FRACTION_PROPERTY, health["near_duplicates"]["fraction"]
-    )
+    write_health(health, data_health.uri)
+    describe_health(health, data_health)
