@@ -52,18 +52,29 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
         _ = pipeline | "IngestImages" >> IngestImages(
             sources, config, outputs, json.loads(reference_label_map)
         )
-    report = read_ingest_report(outputs)
+    describe_ingest(read_ingest_report(outputs), config.input, examples, ingest_report)
+    examples.span = span
+    examples.set_string_custom_property(metadata_keys.INPUT_FINGERPRINT_PROPERTY, input_fingerprint)
+    ingest_report.set_int_custom_property(metadata_keys.INGEST_SPAN_PROPERTY, span)
+
+
+def describe_ingest(
+    report: dict,
+    ingested: str,
+    examples: standard_artifacts.Examples,
+    ingest_report: IngestReport,
+) -> None:
+    """What the ingest's two artifacts carry in ML Metadata: the splits, formats and label map
+    on the Examples; the counts, the input, the label map, the classes left out and the
+    near-duplicate share on the IngestReport. `ingested`: the folder or manifest."""
     examples.split_names = artifact_utils.encode_split_names(sorted(report["accepted_per_split"]))
     examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
     examples_utils.set_file_format(examples, "tfrecords_gzip")
-    examples.span = span
-    examples.set_string_custom_property(metadata_keys.INPUT_FINGERPRINT_PROPERTY, input_fingerprint)
     label_map = json.dumps(report["label_map"], sort_keys=True)
     examples.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, label_map)
     for name, count in report["totals"].items():
         ingest_report.set_int_custom_property(name, count)
-    ingest_report.set_string_custom_property(metadata_keys.INGEST_INPUT_PROPERTY, config.input)
-    ingest_report.set_int_custom_property(metadata_keys.INGEST_SPAN_PROPERTY, span)
+    ingest_report.set_string_custom_property(metadata_keys.INGEST_INPUT_PROPERTY, ingested)
     ingest_report.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, label_map)
     ingest_report.set_string_custom_property(
         metadata_keys.CLASSES_LEFT_OUT_PROPERTY, json.dumps(report["classes_left_out"])

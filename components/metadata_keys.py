@@ -71,3 +71,11 @@ PUSHED_DESTINATION_PROPERTY = "pushed_destination"  # ..._PUSHED_DESTINATION_KEY
 
 # The file a Schema artifact holds (TFX's SchemaGen and ImportSchemaGen write it; restated).
 SCHEMA_FILE = "schema.pbtxt"
+# `imgpipe audit`: an execution of AUDIT_EXECUTION_TYPE reads the Examples (INPUT, under
+# "examples") and writes a DataHealth (OUTPUT, under DATA_HEALTH_OUTPUT_KEY) whose
+# AUDIT_FOLDS_PROPERTY says how many folds made it. Given --data, an execution of
+# AUDIT_INGEST_EXECUTION_TYPE first writes the Examples and IngestReport (as ImageExampleGen's
+# output keys).
+AUDIT_EXECUTION_TYPE = "imgpipe.LabelAudit"
+AUDIT_INGEST_EXECUTION_TYPE = "imgpipe.AuditIngest"
+AUDIT_FOLDS_PROPERTY = "folds"

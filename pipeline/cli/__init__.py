@@ -10,10 +10,14 @@ import sys
 import warnings
 
 from pipeline import exit_codes
+from pipeline.cli import audit, predict, prep, queries, run, schema, ui, vertex
 from pipeline.cli import config_command as config
-from pipeline.cli import predict, prep, queries, run, schema, ui, vertex
 
-LOGGED_COMMANDS = ("run", "prep")  # their console.capture sends the native stderr to a run log
+LOGGED_COMMANDS = (
+    "run",
+    "prep",
+    "audit",
+)  # their console.capture sends the native stderr to a run log
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -41,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_prep(subparsers)
     prep.add_default_data(subparsers)
     run.add_run(subparsers)
+    audit.add_audit(subparsers)
     config.add_config(subparsers)
     queries.add_runs(subparsers)
     queries.add_lineage(subparsers)

@@ -79,7 +79,7 @@ def take_snapshot(
 
 def _ingested_reference(store: metadata_store.MetadataStore, pipeline_name: str) -> dict:
     """The reference label map the newest span's ImageExampleGen was given."""
-    producer = lineage.producer_of(store, _newest_examples(store, pipeline_name).id, "examples")
+    producer = lineage.producer_of(store, newest_examples(store, pipeline_name).id, "examples")
     if producer is None:
         return {}
     # The IR-based launchers record settings as custom properties, TFX's legacy one (Airflow's)
@@ -153,7 +153,7 @@ def newest_span(store: metadata_store.MetadataStore, pipeline_name: str) -> tupl
     runners' node contexts and the Airflow runner's component_run contexts differ), so runs
     by any orchestrator sharing one store number their spans in one sequence.
     """
-    artifact = _newest_examples(store, pipeline_name)
+    artifact = newest_examples(store, pipeline_name)
     if artifact is None:  # this pipeline never ingested (or the store is new)
         return None
     return (
@@ -162,7 +162,7 @@ def newest_span(store: metadata_store.MetadataStore, pipeline_name: str) -> tupl
     )
 
 
-def _newest_examples(
+def newest_examples(
     store: metadata_store.MetadataStore, pipeline_name: str
 ) -> metadata_store_pb2.Artifact | None:
     """The live Examples ImageExampleGen wrote with the highest span (the newest among equals)."""

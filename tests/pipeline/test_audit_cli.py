@@ -1,0 +1,98 @@
+"""`imgpipe audit` from the command line: its console, its exit status and its record in ML
+Metadata."""
+
+import numpy as np
+import pytest
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
+from PIL import Image
+
+from components import metadata_keys
+from components.data_health import read_health
+from pipeline import exit_codes
+from pipeline.cli import main
+from pipeline.mlmd_connection import metadata_path_under
+
+IN_PROCESS = ["--", "--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+def write_images(folder, per_class: int) -> None:
+    """Two classes of noisy colour squares, distinct enough never to be near-duplicates."""
+    for c, name in enumerate(("blue", "red")):
+        for i in range(per_class):
+            rng = np.random.default_rng(c * 1000 + i)
+            pixels = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+            path = folder / name / f"{i}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(pixels).save(path)
+
+
+@pytest.mark.slow
+def test_audit_of_a_folder_reports_and_records_a_data_health_of_its_examples(tmp_path, capfd):
+    write_images(tmp_path / "images", 10)
+    build = tmp_path / "build"
+    code = main(
+        [
+            "audit",
+            "--data",
+            str(tmp_path / "images"),
+            "--build-dir",
+            str(build),
+            "--preset",
+            "runlocal",
+            "--folds",
+            "2",
+            *IN_PROCESS,
+        ]
+    )
+    out, err = capfd.readouterr()
+    assert code == exit_codes.OK, err
+    assert err == ""
+    assert "error" not in out.lower() and "Traceback" not in out
+    assert "  fold 1 of 2: 10 images held out, the others to train on" in out
+    assert "  fold 2 of 2" in out and " ran " in out
+    assert "likely mislabelled images: " in out and " of 20, " in out
+    report = next(line for line in out.splitlines() if line.startswith("report: "))
+    health = read_health(report.removeprefix("report: ").rsplit("/", 1)[0])
+    assert health["eval_images_checked"] == 20 and health["audit"]["folds"] == 2
+
+    store = metadata_store.MetadataStore(_sqlite(metadata_path_under(str(build))))
+    [audit] = store.get_executions_by_type(metadata_keys.AUDIT_EXECUTION_TYPE)
+    events = store.get_events_by_execution_ids([audit.id])
+    by_key = {(event.type, event.path.steps[0].key): event.artifact_id for event in events}
+    examples_id = by_key[(mlmd_pb2.Event.INPUT, "examples")]
+    health_id = by_key[(mlmd_pb2.Event.OUTPUT, metadata_keys.DATA_HEALTH_OUTPUT_KEY)]
+    [examples] = store.get_artifacts_by_id([examples_id])
+    [recorded] = store.get_artifacts_by_id([health_id])
+    assert examples.custom_properties[metadata_keys.LABEL_MAP_PROPERTY].string_value == (
+        '{"blue": 0, "red": 1}'
+    )
+    assert recorded.custom_properties["eval_images_checked"].int_value == 20
+    assert recorded.custom_properties[metadata_keys.AUDIT_FOLDS_PROPERTY].int_value == 2
+
+
+def _sqlite(path: str) -> mlmd_pb2.ConnectionConfig:
+    config = mlmd_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = path
+    return config
+
+
+@pytest.mark.slow
+def test_too_little_data_for_the_folds_is_one_error_line(tmp_path, capfd):
+    write_images(tmp_path / "images", 2)
+    build = tmp_path / "build"
+    argv = ["audit", "--data", str(tmp_path / "images"), "--build-dir", str(build)]
+    code = main([*argv, "--preset", "runlocal", "--folds", "3", *IN_PROCESS])
+    err = capfd.readouterr().err.strip().splitlines()
+    assert code == exit_codes.BAD_INPUT
+    assert len(err) == 1
+    assert err[0].startswith("imgpipe audit: error: 4 images in 3 folds leave 2 training ")
+
+
+def test_a_store_without_an_ingest_and_a_single_fold_are_one_error_line(tmp_path, capfd):
+    build = str(tmp_path / "build")
+    assert main(["audit", "--build-dir", build, "--folds", "1"]) == exit_codes.BAD_INPUT
+    assert capfd.readouterr().err == "imgpipe audit: error: --folds: 1 is below 2\n"
+    assert main(["audit", "--build-dir", build]) == exit_codes.BAD_INPUT
+    [line] = capfd.readouterr().err.splitlines()
+    assert line.startswith("imgpipe audit: error: ")
