@@ -31,7 +31,8 @@ def add_audit(subparsers) -> None:
         "images first as `imgpipe prep` does. Writes health.json (the shape of the pipeline's "
         "data health report) and eval_scores.npz under BUILD_DIR/audit/<UTC time>/ and records "
         "them in ML Metadata as a DataHealth made from the Examples. It costs K trainings: "
-        "--preset runlocal checks the path in seconds. Exit status: 0 done, "
+        "--preset runlocal (one epoch on small images) checks the path quickly. Exit status: "
+        "0 done, "
         f"{exit_codes.BAD_INPUT} bad settings or too little data for the folds, "
         f"{exit_codes.COMPONENT_FAILED} the work failed. Arguments after '--' go to the "
         "ingest's Beam pipeline.",

@@ -39,7 +39,7 @@ def test_console_script_is_installed_with_help_for_each_subcommand():
     and no TensorFlow)."""
     script = os.path.join(os.path.dirname(sys.executable), "imgpipe")
     helps = {}
-    for command in ("", "prep", "default-data"):
+    for command in ("", "prep", "default-data", "audit"):
         result = subprocess.run(
             [script, *command.split(), "--help"], capture_output=True, text=True, check=True
         )
@@ -47,6 +47,7 @@ def test_console_script_is_installed_with_help_for_each_subcommand():
         assert result.stderr == ""
         helps[command] = result.stdout
     assert "manifest" in helps["prep"]
+    assert "--folds K" in helps["audit"]
 
 
 _ENTRY_POINT = """
