@@ -109,23 +109,10 @@ def run_audit(
     check_fold_sizes(fold_of, folds, config)
     work = os.path.join(report_dir, WORK_DIR)
     os.makedirs(work, exist_ok=True)
-    fold_files = write_folds(data.files, fold_of, folds, work)
-    held_out, accuracies = [], []
-    for index, held in enumerate(fold_files):
-        if on_fold is not None:
-            on_fold(index, sum(fold == index for fold in fold_of.values()))
-        training = [path for path in fold_files if path != held]
-        output_dir = os.path.join(work, f"fold-{index:02d}")
-        metrics = train(
-            config,
-            training,
-            [held],
-            data.label_names,
-            compute_normalization(training, config.image_size),
-            output_dir=output_dir,
-        )
-        held_out.append(evaluation_report.score_split(metrics["serving_model_dir"], [held]))
-        accuracies.append(float(metrics["eval_accuracy"]))
+    try:
+        held_out, accuracies = _train_folds(config, data, fold_of, folds, work, on_fold)
+    finally:  # the folds' shards and models: a copy of the data and K models nobody serves
+        shutil.rmtree(work, ignore_errors=True)
     scores = evaluation_report.EvalScores(
         np.concatenate([s.labels for s in held_out]),
         np.concatenate([s.probabilities for s in held_out]),
@@ -139,5 +126,32 @@ def run_audit(
     }
     data_health.write_health(health, report_dir)
     evaluation_report.write_scores(scores, report_dir)
-    shutil.rmtree(work, ignore_errors=True)
     return health
+
+
+def _train_folds(
+    config: TrainerConfig,
+    data: AuditInput,
+    fold_of: dict[str, int],
+    folds: int,
+    work: str,
+    on_fold,
+) -> tuple[list[evaluation_report.EvalScores], list[float]]:
+    """Each fold's held-out scores and accuracy, from a model trained on the other folds."""
+    fold_files = write_folds(data.files, fold_of, folds, work)
+    held_out, accuracies = [], []
+    for index, held in enumerate(fold_files):
+        if on_fold is not None:
+            on_fold(index, sum(fold == index for fold in fold_of.values()))
+        training = [path for path in fold_files if path != held]
+        metrics = train(
+            config,
+            training,
+            [held],
+            data.label_names,
+            compute_normalization(training, config.image_size),
+            output_dir=os.path.join(work, f"fold-{index:02d}"),
+        )
+        held_out.append(evaluation_report.score_split(metrics["serving_model_dir"], [held]))
+        accuracies.append(float(metrics["eval_accuracy"]))
+    return held_out, accuracies

@@ -21,6 +21,7 @@ from components.ingest_report_reader import IngestReportRecord
 from components.label_audit import AuditInput
 from data_prep.contract.label_map import class_names
 from data_prep.ingest import read_ingest_report
+from data_prep.ingest_config import IngestConfig
 from data_prep.ingest_outputs import IngestOutputs
 from pipeline.gate.data_snapshot import newest_examples
 from pipeline.lineage.store import MetadataGraph
@@ -61,15 +62,16 @@ def newest_ingest(store: metadata_store.MetadataStore, pipeline_name: str) -> Au
 
 
 def record_ingest(
-    store: metadata_store.MetadataStore, outputs: IngestOutputs, ingested: str
+    store: metadata_store.MetadataStore, outputs: IngestOutputs, config: IngestConfig
 ) -> AuditedDataset:
     """Records an ingest written by the audit itself (IngestOutputs.under one folder) as an
-    execution that output the Examples and their IngestReport."""
+    execution that output the Examples and their IngestReport, its settings recorded as
+    ImageExampleGen's are."""
     report = read_ingest_report(outputs)
     examples, ingest_report = standard_artifacts.Examples(), IngestReport()
     examples.uri = outputs.examples_dir
     ingest_report.uri = posixpath.dirname(outputs.report_path)
-    describe_ingest(report, ingested, examples, ingest_report)
+    describe_ingest(report, config.input, examples, ingest_report)
     _, (examples_id, _) = _put_execution(
         store,
         metadata_keys.AUDIT_INGEST_EXECUTION_TYPE,
@@ -77,6 +79,7 @@ def record_ingest(
             (examples, EXAMPLES_KEY),
             (ingest_report, metadata_keys.INGEST_REPORT_OUTPUT_KEY),
         ],
+        {metadata_keys.INGEST_CONFIG_PARAMETER: config.to_json()},
     )
     data = AuditInput(_shards(outputs.examples_dir), class_names(report["label_map"]), report)
     return AuditedDataset(examples_id, data)
@@ -111,9 +114,11 @@ def _put_execution(
     store: metadata_store.MetadataStore,
     execution_type: str,
     outputs: list[tuple[artifact.Artifact, str]],
+    settings: dict[str, str] | None = None,
 ) -> tuple[int, list[int]]:
-    """A complete execution of `execution_type` that output each artifact under its key; the
-    artifact types are TFX's own definitions, so a pipeline run later finds them unchanged."""
+    """A complete execution of `execution_type`, with `settings` as custom properties, that
+    output each artifact under its key; the artifact types are TFX's own definitions, so a
+    pipeline run later finds them unchanged."""
     type_id = store.put_execution_type(mlmd_pb2.ExecutionType(name=execution_type))
     pairs = []
     for made, key in outputs:
@@ -125,6 +130,8 @@ def _put_execution(
         event.path.steps.add().key = key
         pairs.append((made.mlmd_artifact, event))
     execution = mlmd_pb2.Execution(type_id=type_id, last_known_state=mlmd_pb2.Execution.COMPLETE)
+    for name, value in (settings or {}).items():
+        execution.custom_properties[name].string_value = value
     execution_id, artifact_ids, _ = store.put_execution(execution, pairs, [])
     return execution_id, artifact_ids
 

@@ -83,17 +83,20 @@ def _run_audit(args, beam_args: list[str]) -> int:
 def _audit(args, config, target, report_dir: str, beam_args: list[str], shown):
     """The audited dataset (ingested first with --data), its K trainings and the record."""
     from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
     from components.label_audit import run_audit
     from pipeline import audit_record
 
     writable = target.connection_config(read_only=False)
-    if writable.HasField("sqlite"):  # a first audit may make the store
-        os.makedirs(os.path.dirname(os.path.abspath(writable.sqlite.filename_uri)), exist_ok=True)
     if args.data:
         outputs = _ingest(config, report_dir, beam_args, shown)
+        if isinstance(writable, mlmd_pb2.ConnectionConfig) and writable.HasField("sqlite"):
+            # A first audit makes the store, as a first run does.
+            sqlite_dir = os.path.dirname(os.path.abspath(writable.sqlite.filename_uri))
+            os.makedirs(sqlite_dir, exist_ok=True)
         store = metadata_store.MetadataStore(writable)
-        dataset = audit_record.record_ingest(store, outputs, config.ingest.input)
+        dataset = audit_record.record_ingest(store, outputs, config.ingest)
     else:
         dataset = audit_record.newest_ingest(target.open(), config.name)
         store = metadata_store.MetadataStore(writable)

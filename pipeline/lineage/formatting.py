@@ -243,11 +243,13 @@ def _dataset_rows(dataset: Dataset) -> list[tuple]:
             )
         )
     if dataset.example_gen is not None:
+        where = f" in {_runs(dataset)}" if dataset.example_gen.runs else ", outside any run"
         rows += [
-            (dataset.example_gen.label, f"{dataset.example_gen.state} in {_runs(dataset)}"),
+            (dataset.example_gen.label, f"{dataset.example_gen.state}{where}"),
             ("  input", f"{dataset.input}, {totals.get('found', '?')} files"),
-            ("  input fingerprint", dataset.input_fingerprint),
         ]
+        if dataset.input_fingerprint:  # `imgpipe audit --data` ingests without one
+            rows.append(("  input fingerprint", dataset.input_fingerprint))
     return rows
 
 

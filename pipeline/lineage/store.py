@@ -16,6 +16,7 @@ import json
 import os
 
 from google.protobuf import json_format
+from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
@@ -209,13 +210,17 @@ class MetadataGraph:
         )
 
     def execution(self, execution: mlmd_pb2.Execution) -> ExecutionRecord:
-        contexts = self.store.get_contexts_by_execution(execution.id)
+        try:
+            contexts = self.store.get_contexts_by_execution(execution.id)
+        except errors.NotFoundError:  # recorded by a command (`imgpipe audit`), not in a run
+            contexts = []
         node = next(
             (c.name for c in contexts if c.type_id == self.context_types.get(NODE_CONTEXT)), None
         )
         if node is None:  # the legacy runner names the component on the execution
             legacy = execution.properties.get(LEGACY_COMPONENT_PROPERTY)
-            node = legacy.string_value if legacy else "?"
+            # A command's execution: its type, e.g. imgpipe.LabelAudit.
+            node = legacy.string_value if legacy else self.execution_types[execution.type_id]
         runs = tuple(
             sorted(
                 c.name

@@ -11,6 +11,8 @@ from components import metadata_keys
 from components.data_health import read_health
 from pipeline import exit_codes
 from pipeline.cli import main
+from pipeline.lineage import examples_lineage
+from pipeline.lineage.formatting import format_examples_lineage
 from pipeline.mlmd_connection import metadata_path_under
 
 IN_PROCESS = ["--", "--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -69,6 +71,10 @@ def test_audit_of_a_folder_reports_and_records_a_data_health_of_its_examples(tmp
     )
     assert recorded.custom_properties["eval_images_checked"].int_value == 20
     assert recorded.custom_properties[metadata_keys.AUDIT_FOLDS_PROPERTY].int_value == 2
+    # The lineage reads the audit's ingest as it reads a run's.
+    dataset = examples_lineage(store, examples_id).dataset
+    assert dataset.input == str(tmp_path / "images") and dataset.totals["accepted"] == 20
+    assert "AuditIngest" in format_examples_lineage(examples_lineage(store, examples_id))
 
 
 def _sqlite(path: str) -> mlmd_pb2.ConnectionConfig:
