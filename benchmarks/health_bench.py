@@ -80,16 +80,14 @@ def write_dataset(folder: str) -> dict:
     order = rng.permutation(len(scans))
     copied = set(order[: round(COPIED_SHARE * len(scans))].tolist())
     flipped = set(order[len(copied) : len(copied) + round(FLIPPED_SHARE * len(scans))].tolist())
-    pairs, flips, kinds = [], [], itertools.cycle(COPY_KINDS)
+    pairs, to_flip, kinds = [], [], itertools.cycle(COPY_KINDS)
     for index, (scan, digit) in enumerate(zip(scans, digits.target, strict=True)):
         label = int(digit)
-        if index in flipped:
-            label = (label + int(rng.integers(1, 10))) % 10
         image = Image.fromarray(scan).convert("RGB").resize((SIDE, SIDE), Image.Resampling.BICUBIC)
         path = f"{label}/{index:04d}.jpg"
         _save(image, os.path.join(folder, path), 95)
         if index in flipped:
-            flips.append(path)
+            to_flip.append(path)
         if index in copied:
             kind = next(kinds)
             copy_path = f"{label}/{index:04d}_{kind}.jpg"
@@ -99,7 +97,21 @@ def write_dataset(folder: str) -> dict:
                 60 if kind == "reencoded" else 95,
             )
             pairs.append((path, copy_path, kind))
-    return {"pairs": pairs, "flips": flips}
+    return {"pairs": pairs, "flips": flip_labels(folder, to_flip, rng)}
+
+
+def flip_labels(folder: str, paths: list[str], rng) -> list[str]:
+    """Moves each image (a path relative to a folder of class folders) into another class's
+    folder, drawn uniformly with `rng` (a numpy Generator); returns the new relative paths."""
+    classes = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
+    moved = []
+    for path in paths:
+        label, name = path.split("/")
+        shift = int(rng.integers(1, len(classes)))
+        new_path = f"{classes[(classes.index(label) + shift) % len(classes)]}/{name}"
+        os.rename(os.path.join(folder, path), os.path.join(folder, new_path))
+        moved.append(new_path)
+    return moved
 
 
 def _save(image, path: str, quality: int) -> None:

@@ -15,6 +15,7 @@ import os
 import time
 
 from benchmarks import (
+    audit_bench,
     health_bench,
     ingest_bench,
     input_ablation,
@@ -49,6 +50,7 @@ PARTS = {
     "precision": precision_bench,
     "warm_start": warm_start_bench,
     "health": health_bench,
+    "audit": audit_bench,
 }
 
 
