@@ -9,7 +9,7 @@ image counted as an eval image, plus the folds under `audit`.
 
 Files: health.json and eval_scores.npz (labels, probabilities and source paths of every image,
 fold by fold) in the report folder; the folds' shards and models live in a work folder that is
-removed once the report is written.
+removed when the trainings end, whether they finished or not.
 """
 
 from __future__ import annotations
