@@ -350,39 +350,19 @@ def test_warm_start_trains_warm_start_epochs_from_the_base_model(shard_pattern, 
 
 
 @pytest.mark.slow
-def test_fine_tuning_on_two_replicas_in_mixed_float16(shard_pattern, tmp_path):
-    """Both phases under MirroredStrategy (two logical CPUs) with loss scaling."""
+def test_fine_tuning_with_soft_labels_on_two_replicas_in_mixed_float16(shard_pattern, tmp_path):
+    """Both phases and the soft-label stage under MirroredStrategy (two logical CPUs) with loss
+    scaling: one trace per phase, a finite loss, and evaluation on the int labels as always.
+    CutMix takes the same path here as MixUp: the input pipeline's tests cover how each mixes."""
     config = {
         "epochs": 2,
         "frozen_epochs": 1,
         "weights_path": _weights_file(tmp_path),
         "precision": "mixed_float16",
         "batch_size": 2,
+        "mixup_alpha": 0.2,
+        "label_smoothing": 0.1,
     }
-    spec = {
-        "pattern": shard_pattern,
-        "output_dir": str(tmp_path),
-        "logical_cpus": 2,
-        "config": config,
-    }
-    metrics, _ = _finish(_train_in_child(spec))
-
-    assert metrics["replicas"] == 2 and metrics["phases"] == ["frozen", "fine_tune"]
-    performance = metrics["performance"]
-    assert performance["precision"] == "mixed_float16"
-    assert performance["graphs"] == 2 and performance["retraces"] == 0
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "switches",
-    [{"mixup_alpha": 0.2, "label_smoothing": 0.1}, {"cutmix_alpha": 1.0}],
-    ids=["mixup", "cutmix"],
-)
-def test_soft_labels_train_on_two_replicas_in_mixed_float16(shard_pattern, tmp_path, switches):
-    """The soft-label stage under MirroredStrategy (two logical CPUs) with loss scaling: one
-    trace, a finite loss, and evaluation on the int labels as always."""
-    config = {"epochs": 2, "precision": "mixed_float16", "batch_size": 2, **switches}
     spec = {
         "pattern": shard_pattern,
         "output_dir": str(tmp_path),
@@ -391,9 +371,10 @@ def test_soft_labels_train_on_two_replicas_in_mixed_float16(shard_pattern, tmp_p
     }
     metrics, printed = _finish(_train_in_child(spec))
 
-    assert metrics["replicas"] == 2
-    assert metrics["performance"]["precision"] == "mixed_float16"
-    assert metrics["train_function_traces"] == 1 and metrics["performance"]["retraces"] == 0
+    assert metrics["replicas"] == 2 and metrics["phases"] == ["frozen", "fine_tune"]
+    performance = metrics["performance"]
+    assert performance["precision"] == "mixed_float16"
+    assert performance["graphs"] == 2 and performance["retraces"] == 0
     assert math.isfinite(metrics["train_loss"]) and math.isfinite(metrics["eval_loss"])
     assert 0.0 <= metrics["eval_accuracy"] <= 1.0
     assert "soft labels (" in printed
