@@ -84,17 +84,6 @@ def test_weights_path_is_loaded_into_the_backbone(tmp_path):
     )
 
 
-def test_tf_keras_is_exempt_from_autograph_once():
-    from tensorflow.python.autograph.core import config as autograph_config
-
-    build_model(runlocal(), CLASSES)
-    build_model(runlocal(), CLASSES)
-
-    exempt = [rule for rule in autograph_config.CONVERSION_RULES if rule.matches("tf_keras")]
-    assert len(exempt) == 1
-    assert isinstance(exempt[0], autograph_config.DoNotConvert)
-
-
 def test_fewer_than_two_classes_is_an_error():
     with pytest.raises(ValueError, match="at least 2 classes"):
         build_model(TrainerConfig(), 1)
