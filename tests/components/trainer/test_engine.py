@@ -38,7 +38,7 @@ def _batches(count: int, batch: int = BATCH) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch, drop_remainder=True)
 
 
-def _engine(accumulation=1, graph=True, policy="float32", optimizer=None):
+def _engine(accumulation=1, graph=True, policy="float32", optimizer=None, jit_compile=False):
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     with strategy.scope():
         model = _model_without_batch_norm(dtype_policy=policy)
@@ -46,7 +46,7 @@ def _engine(accumulation=1, graph=True, policy="float32", optimizer=None):
         if policy == "mixed_float16":
             optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
-        engine = TrainingEngine(model, optimizer, strategy, accumulation, graph=graph)
+        engine = TrainingEngine(model, optimizer, strategy, accumulation, jit_compile, graph)
     return engine, strategy
 
 
@@ -94,10 +94,12 @@ def test_evaluate_scores_every_example_once_partial_last_batch_included(graph):
     assert engine.traces == (1 if graph else 0)  # evaluating is not the training loop
 
 
-def test_accumulated_micro_batches_equal_one_big_batch():
-    """4 micro-batches of 2 per optimizer step against one batch of 8: the same update."""
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_accumulated_micro_batches_equal_one_big_batch(jit_compile):
+    """4 micro-batches of 2 per optimizer step against one batch of 8: the same update, with the
+    gradients compiled by XLA too."""
     big, strategy = _engine(accumulation=1)
-    accumulated, strategy_b = _engine(accumulation=4)
+    accumulated, strategy_b = _engine(accumulation=4, jit_compile=jit_compile)
     big_losses = _train(big, strategy, _batches(3), calls=[3])
     accumulated_losses = _train(accumulated, strategy_b, _batches(3), calls=[3])
 
