@@ -22,6 +22,13 @@ largest class as its label.
 
 Time spent waiting for input is measured inside the graph: a timestamp before and after each
 get_next, the first one ordered after the previous step's loss.
+
+`evaluate(dataset)` scores the model on every example of a dataset in one graph call, each replica
+(and each worker, by the dataset's auto-shard policy) taking its part of every batch.
+
+Every graph here is traced without AutoGraph, its loops written as tf.while_loop: under AutoGraph
+each trace would also convert tf_keras' own code (TensorFlow's conversion rules exempt the 'keras'
+package, not tf_keras), several times the cost of the trace itself.
 """
 
 from __future__ import annotations
@@ -29,11 +36,10 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
-from components.trainer.model import exempt_tf_keras_from_autograph
-
 
 class TrainingEngine:
-    """Owns the step functions, the training metrics and the input-wait counter of one model."""
+    """Owns the step functions, the training and evaluation metrics and the input-wait counter of
+    one model."""
 
     def __init__(
         self,
@@ -45,10 +51,7 @@ class TrainingEngine:
         graph: bool = True,
     ):
         """Create it inside `strategy.scope()`. `graph=False` runs the same step eagerly (for
-        benchmarks and debugging); `optimizer` is a LossScaleOptimizer under mixed_float16.
-        Exempts tf_keras from AutoGraph, as build_model does, so a model built elsewhere does not
-        have Keras' internals rewritten on its first trace."""
-        exempt_tf_keras_from_autograph()
+        benchmarks and debugging); `optimizer` is a LossScaleOptimizer under mixed_float16."""
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy
@@ -57,6 +60,8 @@ class TrainingEngine:
         self.jit_compile = jit_compile and graph
         self.loss = keras.metrics.Mean("loss")
         self.accuracy = keras.metrics.SparseCategoricalAccuracy("accuracy")
+        self.eval_loss = keras.metrics.Mean("eval_loss")
+        self.eval_accuracy = keras.metrics.SparseCategoricalAccuracy("eval_accuracy")
         self._sparse_loss = keras.losses.SparseCategoricalCrossentropy(
             reduction=keras.losses.Reduction.NONE
         )
@@ -72,7 +77,7 @@ class TrainingEngine:
         )
         self._traces = 0
         self._gradients = (
-            tf.function(self._micro_batch_gradients, jit_compile=True)
+            tf.function(self._micro_batch_gradients, jit_compile=True, autograph=False)
             if self.jit_compile
             else self._micro_batch_gradients
         )
@@ -98,18 +103,64 @@ class TrainingEngine:
         key = tuple(variable.ref() for variable in self.model.trainable_variables)
         if key not in self._runs:
             signature = [tf.type_spec_from_value(iterator), tf.TensorSpec([], tf.int32)]
-            self._runs[key] = tf.function(self._steps, input_signature=signature)
+            self._runs[key] = tf.function(self._steps, input_signature=signature, autograph=False)
         return self._runs[key](iterator, tf.constant(steps, tf.int32))
 
     def reset_metrics(self) -> None:
         self.loss.reset_state()
         self.accuracy.reset_state()
 
+    def evaluate(self, dataset: tf.data.Dataset) -> dict[str, float]:
+        """Mean cross-entropy ('loss') and accuracy of the model over every example of `dataset`
+        (batches of the global batch size, the last one may be partial), as Keras' evaluate
+        computes them, and how many examples they cover ('examples'): a replica left without
+        examples in a partial batch adds nothing, and under MultiWorkerMirroredStrategy each
+        worker reads the batches its auto-shard policy gives it and the metrics are summed over
+        workers."""
+        self.eval_loss.reset_state()
+        self.eval_accuracy.reset_state()
+        iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+        if self.graph:
+            signature = [tf.type_spec_from_value(iterator)]
+            tf.function(self._evaluate, input_signature=signature, autograph=False)(iterator)
+        else:
+            self._evaluate(iterator)
+        # Every worker reads: under MultiWorkerMirroredStrategy a read is a collective.
+        return {
+            "loss": float(self.eval_loss.result()),
+            "accuracy": float(self.eval_accuracy.result()),
+            "examples": int(self.eval_loss.count.numpy()),
+        }
+
+    def _evaluate(self, iterator):
+        def batch(_):
+            optional = iterator.get_next_as_optional()
+
+            def score():
+                self.strategy.run(self._replica_evaluation, args=optional.get_value())
+                return tf.constant(True)
+
+            return [tf.cond(optional.has_value(), score, lambda: tf.constant(False))]
+
+        tf.while_loop(lambda more: more, batch, [tf.constant(True)])
+
+    def _replica_evaluation(self, images, labels):
+        def score():
+            probabilities = tf.cast(self.model(images, training=False), tf.float32)
+            self.eval_loss.update_state(self._per_example_loss(labels, probabilities))
+            self.eval_accuracy.update_state(labels, probabilities)
+            return tf.constant(True)
+
+        # A replica without examples (a partial last batch, or a worker whose share has run out)
+        # skips the model: TensorFlow 2.16's oneDNN Conv2D returns an empty batch unchanged, in
+        # its input's channels, which the next layer refuses.
+        tf.cond(tf.shape(images)[0] > 0, score, lambda: tf.constant(False))
+
     def _steps(self, iterator, steps):
         if self.graph:
             self._traces += 1  # Python side effect: runs only while tracing
-        loss = tf.constant(0.0)
-        for _ in tf.range(steps):
+
+        def step(done, loss):
             with tf.control_dependencies([loss]):
                 start = tf.timestamp()
             with tf.control_dependencies([start]):
@@ -119,6 +170,11 @@ class TrainingEngine:
                 self.input_wait_seconds.assign_add(tf.timestamp() - start)
             replica_losses = self.strategy.run(self._replica_step, args=(images, labels))
             loss = self.strategy.reduce(tf.distribute.ReduceOp.SUM, replica_losses, axis=None)
+            return done + 1, loss
+
+        _, loss = tf.while_loop(
+            lambda done, _: done < steps, step, [tf.constant(0), tf.constant(0.0)]
+        )
         return loss
 
     def _replica_step(self, images, labels):
@@ -151,16 +207,29 @@ class TrainingEngine:
         micro_images = tf.reshape(images, [self.accumulation, micro, *images.shape[1:]])
         micro_labels = tf.reshape(labels, [self.accumulation, micro, *labels.shape[1:]])
         variables = self.model.trainable_variables
-        sums = [tf.zeros_like(variable) for variable in variables]
-        losses = tf.TensorArray(tf.float32, size=self.accumulation, element_shape=[micro])
-        outputs = tf.TensorArray(tf.float32, size=self.accumulation)
-        for index in tf.range(self.accumulation):
+
+        def accumulate(index, sums, losses, outputs):
             gradients, per_example_loss, probabilities = self._gradients_of(
                 micro_images[index], micro_labels[index], micro * self._replicas()
             )
             sums = [total + gradient for total, gradient in zip(sums, gradients, strict=True)]
-            losses = losses.write(index, per_example_loss)
-            outputs = outputs.write(index, probabilities)
+            return (
+                index + 1,
+                sums,
+                losses.write(index, per_example_loss),
+                outputs.write(index, probabilities),
+            )
+
+        _, sums, losses, outputs = tf.while_loop(
+            lambda index, *_: index < self.accumulation,
+            accumulate,
+            [
+                tf.constant(0),
+                [tf.zeros_like(variable) for variable in variables],
+                tf.TensorArray(tf.float32, size=self.accumulation, element_shape=[micro]),
+                tf.TensorArray(tf.float32, size=self.accumulation),
+            ],
+        )
         gradients = [total / self.accumulation for total in sums]
         probabilities = outputs.stack()
         return (

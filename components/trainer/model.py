@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import tensorflow as tf
 import tf_keras as keras
-from tensorflow.python.autograph.core import config as autograph_config
 
 from components.trainer.preprocessing import CHANNELS, Normalization
 from components.trainer.trainer_config import APPLICATIONS, TrainerConfig
@@ -50,10 +49,8 @@ def build_model(
     into the backbone (the model without its head), which then runs its batch normalization in
     inference mode even where it trains (the tf_keras transfer-learning guide's rule: moving
     statistics from few images would overwrite the pretrained ones). `normalization` (the one the
-    input pipeline applies) is needed when the backbone brings its own preprocessing. Also exempts
-    tf_keras from AutoGraph.
+    input pipeline applies) is needed when the backbone brings its own preprocessing.
     """
-    exempt_tf_keras_from_autograph()
     if num_classes < 2:
         raise ValueError(f"need at least 2 classes, got {num_classes}")
     input_shape = (config.image_size, config.image_size, CHANNELS)
@@ -163,20 +160,3 @@ def _small_cnn(input_shape: tuple[int, int, int]) -> keras.Model:
             x = keras.layers.ReLU()(x)
     outputs = keras.layers.GlobalAveragePooling2D()(x)
     return keras.Model(inputs, outputs, name="small_cnn")
-
-
-def exempt_tf_keras_from_autograph() -> None:
-    """Stops AutoGraph from converting tf_keras' own code on every trace (idempotent).
-
-    TensorFlow's conversion rules exempt the 'keras' package, but tf_keras is the same Keras 2 code
-    under a new name that the list lacks, so every fit/evaluate/export trace rewrote all of Keras'
-    internals, several times the cost of the first fit call and of the export.
-    User code (custom layers, input functions) is still converted. TF is pinned (2.16), so the
-    private module this uses cannot move under us silently: a move fails at import.
-    """
-    rule = autograph_config.DoNotConvert("tf_keras")
-    if not any(
-        isinstance(r, autograph_config.DoNotConvert) and r.matches("tf_keras")
-        for r in autograph_config.CONVERSION_RULES
-    ):
-        autograph_config.CONVERSION_RULES = (rule, *autograph_config.CONVERSION_RULES)

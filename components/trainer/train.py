@@ -206,12 +206,7 @@ def train(
                 engine.reset_metrics()
         train_seconds = time.perf_counter() - start
         checkpoints.finish(delete=False)
-        evaluation = model.evaluate(
-            eval_data,
-            steps=math.ceil(eval_plan.examples / global_batch),
-            return_dict=True,
-            verbose=0,
-        )
+        evaluation = engine.evaluate(eval_data)
         tf.summary.scalar("eval/loss", evaluation["loss"], step=step)
         tf.summary.scalar("eval/accuracy", evaluation["accuracy"], step=step)
     writer.close()
@@ -242,6 +237,7 @@ def train(
     metrics = {
         "eval_accuracy": evaluation["accuracy"],
         "eval_loss": evaluation["loss"],
+        "eval_examples": evaluation["examples"],
         "train_accuracy": history[-1]["accuracy"] if history else None,
         "train_loss": history[-1]["loss"] if history else None,
         "epochs": epochs,
@@ -276,7 +272,7 @@ def model_and_optimizer(
 ]:
     """The model under the precision policy (with the base model's weights when warm-starting),
     and Adam on the phases' warmup + cosine schedule (wrapped for loss scaling under
-    mixed_float16), compiled for evaluation and export."""
+    mixed_float16)."""
     previous_policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(precision)
     try:
@@ -293,11 +289,6 @@ def model_and_optimizer(
     # before apply_phase), not in the first step, which would then be traced twice, and so that
     # a checkpoint restores into them at once, whichever phase it was written in.
     optimizer.build(model.trainable_variables)
-    model.compile(
-        optimizer=optimizer,
-        loss=keras.losses.SparseCategoricalCrossentropy(),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-    )
     return model, optimizer, schedule
 
 

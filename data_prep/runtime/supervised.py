@@ -6,8 +6,9 @@ The child is started on first use and serves items until it dies; then the item 
 new child. Its address space may grow by `memory_bytes` above what it had when it was forked
 (RLIMIT_AS), so an allocation beyond that fails inside the decoder instead of growing the
 machine's memory; the parent kills a child that does not answer within `timeout_s`, and a child
-whose parent is gone ends at its own alarm. A child is per thread of its parent, so threads never
-wait on each other's items.
+whose parent is gone ends at its own alarm. With `call_bounded` a child is per thread of its
+parent, so threads never wait on each other's items; with `call_shared` one child serves every
+thread in turn, for servers whose threads come and go (a child per thread would outlive it).
 """
 
 from __future__ import annotations
@@ -225,8 +226,16 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
 
 
 _workers = threading.local()
+_shared: dict[tuple[Callable, Bounds], SupervisedWorker] = {}
+_shared_lock = threading.Lock()  # held for a whole call_shared: one item at a time
 _all_children: list[SupervisedWorker] = []  # every worker of this process, for a forked child
 _registry_lock = threading.Lock()
+
+
+def _registered(worker: SupervisedWorker) -> SupervisedWorker:
+    with _registry_lock:
+        _all_children.append(worker)
+    return worker
 
 
 def call_bounded(function: Callable, item, bounds: Bounds):
@@ -235,17 +244,25 @@ def call_bounded(function: Callable, item, bounds: Bounds):
     per_thread = _workers.__dict__.setdefault("by_key", {})
     worker = per_thread.get((function, bounds))
     if worker is None:
-        worker = per_thread[(function, bounds)] = SupervisedWorker(function, bounds)
-        with _registry_lock:
-            _all_children.append(worker)
+        worker = per_thread[(function, bounds)] = _registered(SupervisedWorker(function, bounds))
     return worker.call(item)
+
+
+def call_shared(function: Callable, item, bounds: Bounds):
+    """function(item) in the one supervised child of this process for (function, bounds), whichever
+    thread asks; callers wait for each other's items. See SupervisedWorker.call."""
+    with _shared_lock:
+        worker = _shared.get((function, bounds))
+        if worker is None:
+            worker = _shared[(function, bounds)] = _registered(SupervisedWorker(function, bounds))
+        return worker.call(item)
 
 
 def _forget_in_forked_child() -> None:
     """A process forked from this one (another supervised child, a pool's child) inherits the
     pipes of this process's children: it closes its copies, so each child still sees the end of
     its requests when its own parent goes, and starts workers of its own."""
-    global _workers, _registry_lock
+    global _workers, _registry_lock, _shared_lock
     for worker in _all_children:
         child = worker._child  # noqa: SLF001  this module's own class
         if child is not None:
@@ -256,8 +273,10 @@ def _forget_in_forked_child() -> None:
                     pass
             worker._child = None  # noqa: SLF001
     _all_children.clear()
+    _shared.clear()
     _workers = threading.local()
     _registry_lock = threading.Lock()
+    _shared_lock = threading.Lock()  # another thread may have held it at the fork
 
 
 os.register_at_fork(after_in_child=_forget_in_forked_child)

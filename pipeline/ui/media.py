@@ -2,7 +2,10 @@
 images the model got wrong, read from the dataset's own shards (what the model was scored on).
 
 Every image goes through Pillow under the ingest's limits (file size, pixel count from the header)
-before anything is decoded, so a decompression bomb that the ingest refused is refused here too.
+before anything is decoded, so a decompression bomb that the ingest refused is refused here too;
+and, as in the ingest, it is decoded in a supervised child bounded in memory and time
+(data_prep/runtime/supervised.py), so a file that crashes, hangs or blows up a decoder costs its
+thumbnail, never the process showing the page.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import posixpath
 from PIL import Image
 
 from data_prep.image_validation import ImageLimits
+from data_prep.runtime import supervised
 
 LOGGER = logging.getLogger(__name__)
 THUMBNAIL_SIDE = 160
@@ -24,9 +28,17 @@ INGEST_LIMITS = ImageLimits()  # the ingest's defaults: what it refuses is not d
 
 def thumbnail(data: bytes, limits: ImageLimits = INGEST_LIMITS) -> bytes | None:
     """A JPEG at most THUMBNAIL_SIDE pixels a side, or None when the bytes are not a decodable
-    image within the limits."""
+    image within the limits (limits.decoder_memory_bytes and decode_timeout_s included)."""
     if not data or len(data) > limits.max_file_bytes:
         return None
+    # One child for the whole app: the web server's threads live for one request each.
+    bounds = supervised.Bounds(limits.decoder_memory_bytes, limits.decode_timeout_s)
+    small = supervised.call_shared(_thumbnail_in_child, (data, limits), bounds)
+    return None if isinstance(small, supervised.Failure) else small
+
+
+def _thumbnail_in_child(item: tuple[bytes, ImageLimits]) -> bytes | None:
+    data, limits = item
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size

@@ -1,5 +1,6 @@
 """The training step: one trace for any number of calls, gradient accumulation equal to one big
-batch, loss scaling under mixed_float16, input wait measured inside the graph."""
+batch, loss scaling under mixed_float16, input wait measured inside the graph; evaluation over
+every example."""
 
 import json
 import subprocess
@@ -37,7 +38,7 @@ def _batches(count: int, batch: int = BATCH) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch, drop_remainder=True)
 
 
-def _engine(accumulation=1, graph=True, policy="float32", optimizer=None):
+def _engine(accumulation=1, graph=True, policy="float32", optimizer=None, jit_compile=False):
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     with strategy.scope():
         model = _model_without_batch_norm(dtype_policy=policy)
@@ -45,7 +46,7 @@ def _engine(accumulation=1, graph=True, policy="float32", optimizer=None):
         if policy == "mixed_float16":
             optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
-        engine = TrainingEngine(model, optimizer, strategy, accumulation, graph=graph)
+        engine = TrainingEngine(model, optimizer, strategy, accumulation, jit_compile, graph)
     return engine, strategy
 
 
@@ -63,23 +64,42 @@ def test_one_trace_for_calls_of_any_length():
     assert all(np.isfinite(losses))
 
 
-def test_an_engine_exempts_tf_keras_from_autograph_for_models_built_elsewhere(monkeypatch):
-    from tensorflow.python.autograph.core import config as autograph_config
-
-    without_tf_keras = tuple(
-        r for r in autograph_config.CONVERSION_RULES if not r.matches("tf_keras")
-    )
-    monkeypatch.setattr(autograph_config, "CONVERSION_RULES", without_tf_keras)
-    _engine()
-
-    exempt = [r for r in autograph_config.CONVERSION_RULES if r.matches("tf_keras")]
-    assert len(exempt) == 1 and isinstance(exempt[0], autograph_config.DoNotConvert)
+def _examples(count: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(2)
+    return rng.normal(size=(count, 8, 8, 3)).astype(np.float32), rng.integers(0, CLASSES, count)
 
 
-def test_accumulated_micro_batches_equal_one_big_batch():
-    """4 micro-batches of 2 per optimizer step against one batch of 8: the same update."""
+def _scores(model: keras.Model, images: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy computed eagerly from the model's probabilities."""
+    probabilities = model(images, training=False).numpy()
+    picked = np.clip(probabilities[np.arange(len(labels)), labels], 1e-7, 1.0)
+    return float(-np.log(picked).mean()), float((probabilities.argmax(axis=1) == labels).mean())
+
+
+@pytest.mark.parametrize("graph", [True, False])
+def test_evaluate_scores_every_example_once_partial_last_batch_included(graph):
+    engine, strategy = _engine(graph=graph)
+    _train(engine, strategy, _batches(2), calls=[2])
+    images, labels = _examples(2 * BATCH + 3)
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(BATCH)
+
+    first = engine.evaluate(dataset)
+    again = engine.evaluate(dataset)  # metrics start from zero at each call
+
+    loss, accuracy = _scores(engine.model, images, labels)
+    assert first == again
+    assert first["examples"] == 2 * BATCH + 3
+    assert first["loss"] == pytest.approx(loss, rel=1e-5)
+    assert first["accuracy"] == pytest.approx(accuracy)
+    assert engine.traces == (1 if graph else 0)  # evaluating is not the training loop
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_accumulated_micro_batches_equal_one_big_batch(jit_compile):
+    """4 micro-batches of 2 per optimizer step against one batch of 8: the same update, with the
+    gradients compiled by XLA too."""
     big, strategy = _engine(accumulation=1)
-    accumulated, strategy_b = _engine(accumulation=4)
+    accumulated, strategy_b = _engine(accumulation=4, jit_compile=jit_compile)
     big_losses = _train(big, strategy, _batches(3), calls=[3])
     accumulated_losses = _train(accumulated, strategy_b, _batches(3), calls=[3])
 
@@ -183,8 +203,13 @@ for devices in (["/cpu:0"], ["/cpu:0", "/cpu:1"]):
         engine = t.TrainingEngine(model, optimizer, strategy)
     losses = t._train(engine, strategy, t._batches(3), calls=[3])
     weights = [w.numpy().tolist() for w in model.trainable_variables]
+    # The last batch of 1 leaves the second replica without examples.
+    images, labels = t._examples(2 * t.BATCH + 1)
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(t.BATCH)
+    evaluation = engine.evaluate(dataset)
     results[len(devices)] = {"replicas": strategy.num_replicas_in_sync, "losses": losses,
-                             "weights": weights, "traces": engine.traces}
+                             "weights": weights, "traces": engine.traces,
+                             "evaluation": evaluation, "expected": t._scores(model, images, labels)}
 print("RESULTS" + json.dumps(results))
 """
 
@@ -208,3 +233,8 @@ def test_two_replicas_train_like_one_on_the_same_global_batch():
     np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-5)
     for a, b in zip(two["weights"], one["weights"], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    # Evaluation on two replicas, one of them idle in the partial last batch, scores like one.
+    assert two["evaluation"]["examples"] == one["evaluation"]["examples"] == 2 * BATCH + 1
+    assert two["evaluation"]["loss"] == pytest.approx(two["expected"][0], rel=1e-5)
+    assert two["evaluation"]["accuracy"] == pytest.approx(two["expected"][1])
+    assert two["evaluation"]["loss"] == pytest.approx(one["evaluation"]["loss"], rel=1e-4)

@@ -1,4 +1,5 @@
-"""A few real training steps through the whole path: pipelines, fit, TensorBoard logs, export."""
+"""A few real training steps through the whole path: pipelines, training, evaluation, TensorBoard
+logs, export."""
 
 import dataclasses
 import glob
@@ -15,6 +16,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.autograph.core import config as autograph_config
 
 from components.trainer import export, runtime, train
 from components.trainer.checkpoints import RunCheckpoints
@@ -40,15 +42,21 @@ def _scalar_tags(log_dir) -> set[str]:
 def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path, capsys):
     # 3 steps per epoch, 2 per graph call: epochs end mid-call, so calls of 1 step happen too.
     config = dataclasses.replace(runlocal(), epochs=2, profile_steps=(2, 3))
+    rules = autograph_config.CONVERSION_RULES
     metrics = train.train(
         config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path)
     )
+
+    # Building, training, evaluating and exporting leave TensorFlow's AutoGraph settings alone.
+    assert autograph_config.CONVERSION_RULES is rules
+    assert not any(rule.matches("tf_keras") for rule in rules)
 
     batch = runlocal().batch_size
     assert metrics["replicas"] == 1 and metrics["global_batch_size"] == batch
     assert metrics["steps_per_epoch"] == SHARDS * EXAMPLES_PER_SHARD // batch
     assert metrics["optimizer_steps"] == 2 * metrics["steps_per_epoch"]
     assert 0.0 <= metrics["eval_accuracy"] <= 1.0 and np.isfinite(metrics["train_loss"])
+    assert metrics["eval_examples"] == SHARDS * EXAMPLES_PER_SHARD
     # Static shapes and a tensor step count: traced once, across epochs and shorter calls.
     assert metrics["train_function_traces"] == 1
     assert "cache on" in metrics["input_pipeline"]["train"]
@@ -197,6 +205,12 @@ def test_two_workers_train_together_and_only_the_chief_exports(shard_pattern, tm
         assert metrics["replicas"] == 2 and metrics["performance"]["workers"] == 2
         assert metrics["global_batch_size"] == 2 * runlocal().batch_size
         assert metrics["optimizer_steps"] == 2 * metrics["steps_per_epoch"]
+        # Each worker evaluates its share of the batches; the metrics are summed over both.
+        assert metrics["eval_examples"] == SHARDS * EXAMPLES_PER_SHARD
+    assert (chief["eval_loss"], chief["eval_accuracy"]) == (
+        worker["eval_loss"],
+        worker["eval_accuracy"],
+    )
     assert chief["chief"] and not worker["chief"]
     assert chief["serving_model_dir"] == str(tmp_path / "serving_model")
     assert worker["serving_model_dir"] is None

@@ -94,6 +94,24 @@ def test_each_thread_has_its_own_child():
     assert len(set(pids.values())) == 2
 
 
+def test_one_shared_child_serves_every_thread_and_outlives_them():
+    pids = []
+
+    def call():
+        pids.append(supervised.call_shared(_behave, "fine", BOUNDS))
+
+    for _ in range(2):  # one after the other, as a web server's per-request threads
+        thread = threading.Thread(target=call)
+        thread.start()
+        thread.join()
+    failure = supervised.call_shared(_behave, "segfault", BOUNDS)
+    after = supervised.call_shared(_behave, "fine", BOUNDS)
+
+    assert len(set(pids)) == 1 and os.getpid() not in pids
+    assert isinstance(failure, Failure) and failure.reason == supervised.DECODER_CRASHED
+    assert after not in (*pids, os.getpid())
+
+
 def test_a_hung_child_whose_parent_died_ends_at_its_alarm():
     reader, writer = os.pipe()
     pid = os.fork()

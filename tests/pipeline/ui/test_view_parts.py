@@ -1,5 +1,6 @@
 """The UI's view data without a store: chart layout, graph layout, the timeline, the confusion
-matrix's shades, thumbnails under the ingest's limits, where a rejected file lives, loopback."""
+matrix's shades, thumbnails under the ingest's limits and bounds, where a rejected file lives,
+loopback."""
 
 import io
 import os
@@ -11,6 +12,7 @@ from data_prep.image_validation import ImageLimits
 from pipeline import lineage
 from pipeline.ui import app, curves, graph_layout, media, views
 from tests.data_prep import image_files
+from tests.data_prep.misbehaving_decoder import HANG, OVER_ALLOCATE, SEGFAULT, misbehaving
 
 
 def _points(series: curves.Series) -> list[tuple[float, float]]:
@@ -118,6 +120,15 @@ def test_thumbnails_respect_the_ingests_limits():
     assert media.thumbnail(image, ImageLimits(max_pixels=100 * 100 - 1)) is None
     assert media.thumbnail(image, ImageLimits(max_file_bytes=len(image) - 1)) is None
     assert media.thumbnail(image, ImageLimits()) is not None
+
+
+@pytest.mark.parametrize("how", [SEGFAULT, HANG, OVER_ALLOCATE])
+def test_a_file_that_crashes_hangs_or_over_allocates_a_decoder_costs_its_thumbnail_only(how):
+    """Decoded in a bounded child, as the ingest decodes: this process lives on and the next
+    image still gets its thumbnail."""
+    limits = ImageLimits(decoder_memory_bytes=256 * 1024 * 1024, decode_timeout_s=1.0)
+    assert media.thumbnail(misbehaving(how), limits) is None
+    assert media.thumbnail(image_files.jpeg(), limits) is not None
 
 
 def test_a_file_thumbnail_never_opens_a_pipe_or_device(tmp_path):
