@@ -88,7 +88,7 @@ def train(
     phases = plan_phases(config, steps_per_epoch, warm_start)
     total_steps = phases[-1].end_step
     epochs = total_steps // steps_per_epoch
-    if not warm_start and epochs > config.epochs:
+    if chief and not warm_start and epochs > config.epochs:  # one notice, not one a worker
         logging.info("phases stretched: %s", phases)
         progress.notice(
             logging.getLogger(__name__),
