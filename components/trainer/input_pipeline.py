@@ -371,7 +371,7 @@ def without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
     thread can miss its iterator's deletion and sleep out its optimization period (doubling up to
     60 s), and the deletion waits for it, so train() could return a minute after its last line.
     The same holds for the per-device dataset a MultiDeviceIterator builds, which cannot be
-    untuned: runtime.input_options keeps it out where it adds nothing. Untuned, training runs as
+    untuned: runtime.training_iterator keeps it out where it adds nothing. Untuned, training runs as
     fast and waits as little for input. Evaluation pipelines end after one pass, before their
     tuning period grows, and keep it."""
     options = tf.data.Options()

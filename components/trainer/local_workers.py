@@ -7,6 +7,11 @@ TensorFlow's runtime starts), so the caller, such as the TFX Trainer inside a pi
 run TensorFlow already, starts fresh processes and waits for them. Run as a program, this module
 calls `--entry module:function` with the text its standard input gives: the same arguments in
 every worker.
+
+The workers' output joins the caller's standard error, except the progress and notice lines (the
+chief's), which become the caller's log records, so a console shows training progress as it does
+for training in the caller's own process. A worker whose caller has gone stops: the others would
+train on without anyone waiting for them.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -21,8 +27,11 @@ import sys
 import threading
 import time
 
+from data_prep.runtime import progress
+
 HOST = "127.0.0.1"
 WAIT_EVERY_S = 0.5
+LOGGER = logging.getLogger(__name__)
 
 
 def free_port() -> int:
@@ -92,7 +101,10 @@ class _Tail(threading.Thread):
 
     def run(self) -> None:
         for line in self._child.stderr:
-            sys.stderr.write(line)
+            if progress.parse(line) is not None or progress.parse_notice(line) is not None:
+                LOGGER.info("%s", line.rstrip("\n"))
+            else:
+                sys.stderr.write(line)
             if line.strip():
                 self._last = line.strip()
 
@@ -101,10 +113,25 @@ class _Tail(threading.Thread):
         return self._last
 
 
+def _stop_when_orphaned(parent: int) -> None:
+    """Ends this process once `parent` is no longer its parent (killed, say): a worker left
+    behind would wait in a collective for ever, or train on for nobody."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(WAIT_EVERY_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--entry", required=True, help="module:function, called with stdin's text")
     args = parser.parse_args()
+    # Progress and notices are log records at INFO: on standard error the caller finds them.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    _stop_when_orphaned(os.getppid())
     module, _, function = args.entry.partition(":")
     getattr(importlib.import_module(module), function)(sys.stdin.read())
 

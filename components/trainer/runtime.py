@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable, Iterator
 
 import tensorflow as tf
 
@@ -75,6 +76,20 @@ def is_chief_task() -> bool:
     return task.get("type") == "worker" and int(task.get("index", 0)) == 0
 
 
+def worker_index() -> int:
+    """This process's place among the cluster's workers as MultiWorkerMirroredStrategy numbers
+    them (the 'chief' task first, then the 'worker' tasks), read from TF_CONFIG; 0 outside a
+    cluster."""
+    tf_config = _tf_config()
+    task = tf_config.get("task", {})
+    if cluster_workers() == 1 or not task:
+        return 0
+    index = int(task.get("index", 0))
+    if task.get("type") == "worker":
+        return index + len(tf_config.get("cluster", {}).get("chief", []))
+    return index
+
+
 def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:
     """MultiWorkerMirroredStrategy when TF_CONFIG names several workers; otherwise
     MirroredStrategy over every local GPU, or else every logical CPU (one, unless configured)."""
@@ -85,23 +100,26 @@ def make_strategy(config: TrainerConfig) -> tf.distribute.Strategy:
     return tf.distribute.MirroredStrategy([device.name for device in devices])
 
 
-def input_options(strategy: tf.distribute.Strategy) -> tf.distribute.InputOptions | None:
-    """How the training input reaches the replicas. A single CPU replica iterates its dataset
-    directly: MirroredStrategy's default hands batches over through a MultiDeviceIterator whose
-    per-device dataset TensorFlow 2.16 always autotunes, and deleting that iterator waited for
-    the tuning thread's sleep (up to 60 s) after long runs. Every other strategy keeps the
-    default (None)."""
-    single_cpu_replica = (
-        isinstance(strategy, tf.distribute.MirroredStrategy)
-        and strategy.num_replicas_in_sync == 1
-        and accelerator_kind() == "cpu"
+def training_iterator(
+    strategy: tf.distribute.Strategy,
+    dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
+) -> Iterator:
+    """The iterator of the training batches `dataset_fn` makes for this worker. A worker with one
+    CPU replica (one process of a MultiWorkerMirroredStrategy cluster, or a single replica)
+    iterates its dataset directly, with the InputContext the strategy would give it: the
+    strategies hand batches over through a MultiDeviceIterator whose per-device dataset
+    TensorFlow 2.16 always autotunes, and deleting that iterator waits for the tuning thread's
+    sleep (up to 60 s) after long runs. In a cluster one worker then exits while another still
+    waits, and the coordination service reports the first as a failed task (a heartbeat
+    timeout). Replicas on accelerators, or several in a process, get the strategy's input."""
+    if strategy.num_replicas_in_sync != cluster_workers() or accelerator_kind() != "cpu":
+        return iter(strategy.distribute_datasets_from_function(dataset_fn))
+    context = tf.distribute.InputContext(
+        num_input_pipelines=cluster_workers(),
+        input_pipeline_id=worker_index(),
+        num_replicas_in_sync=strategy.num_replicas_in_sync,
     )
-    if not single_cpu_replica:
-        return None
-    return tf.distribute.InputOptions(
-        experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
-        experimental_fetch_to_device=False,
-    )
+    return iter(dataset_fn(context))
 
 
 def accelerator_kind() -> str:

@@ -88,7 +88,7 @@ def train(
     phases = plan_phases(config, steps_per_epoch, warm_start)
     total_steps = phases[-1].end_step
     epochs = total_steps // steps_per_epoch
-    if not warm_start and epochs > config.epochs:
+    if chief and not warm_start and epochs > config.epochs:  # one notice, not one a worker
         logging.info("phases stretched: %s", phases)
         progress.notice(
             logging.getLogger(__name__),
@@ -117,9 +117,8 @@ def train(
     soft_labels = input_pipeline.SoftLabels.of(config, len(label_names))
 
     def train_dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-        """Called once per worker (a single CPU replica's counts as one): its shards, batched
-        per replica. A resumed run reshuffles with a new seed rather than replaying the first
-        run's order."""
+        """Called once per worker: its shards, batched per replica. A resumed run reshuffles
+        with a new seed rather than replaying the first run's order."""
         if config.report_input_pipeline:
             described = train_plan.describe(input_context, config.augment)
             if soft_labels is not None:
@@ -136,11 +135,7 @@ def train(
             config.augment,
         )
 
-    iterator = iter(
-        strategy.distribute_datasets_from_function(
-            train_dataset_fn, runtime.input_options(strategy)
-        )
-    )
+    iterator = runtime.training_iterator(strategy, train_dataset_fn)
     eval_data = input_pipeline.eval_dataset(eval_plan, config.image_size, normalization)
     if config.report_input_pipeline:
         print(f"input pipeline {eval_plan.describe()}", flush=True)

@@ -6,7 +6,8 @@ PortableRunner, environment_type=EXTERNAL) to rehearse a distributed runner: DoF
 pickled, shipped and run in another process. The services live in their own process group, so
 stopping them (on success, failure or Ctrl-C) ends the SDK workers the pool started too.
 Beam's Python job service runs each job on one SDK worker (it ignores direct_num_workers and
-sdk_worker_parallelism), so the pool serves one worker process per job. When that worker dies,
+sdk_worker_parallelism; docs/scale-out.md names the lines), so the pool serves one worker process
+per job. When that worker dies,
 the job service waits for it for ever; a watch here cancels such a job, so that the run fails
 and says why.
 """

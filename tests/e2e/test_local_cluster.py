@@ -1,8 +1,9 @@
-"""The tiny pipeline on the local Beam cluster (`imgpipe run --runner local-cluster`), in a child
-process: an SDK worker killed during the first Beam job fails the run with one error line and
-publishes nothing; the re-run completes on a job service and SDK workers that are processes of
-their own, and its examples, statistics and transform graph equal the DirectRunner's (the first
-run of the shared two-run store, same images and settings), and its Evaluator's metrics its
+"""The tiny pipeline on the local Beam cluster (`imgpipe run --runner local-cluster`), training
+on two local worker processes (trainer.workers=2), in a child process: an SDK worker killed
+during the first Beam job fails the run with one error line and publishes nothing; the re-run
+completes on a job service, SDK workers and training workers that are processes of their own,
+and its examples, statistics and transform graph equal the DirectRunner's (the first run of the
+shared two-run store, same images and settings), and its Evaluator's metrics its two-worker
 model's own."""
 
 import dataclasses
@@ -32,6 +33,8 @@ from tests.pipeline.tiny_pipeline import FIRST_RATE, tiny_config
 pytestmark = pytest.mark.slow
 RUN_TIMEOUT_S = 1500
 JOB_SERVICE, WORKER_POOL, SDK_WORKER = "local_job_service_main", "worker_pool_main", "SdkHarness"
+TRAINING_WORKER = "components.trainer.local_workers"
+TRAINING_WORKERS = 2
 
 
 def _descendants(pid: int) -> dict[int, str]:
@@ -60,7 +63,9 @@ class ProcessWatch:
     has lived `kill_after_s` when asked."""
 
     def __init__(self, process: subprocess.Popen, kill_after_s: float | None = None):
-        self.seen: dict[str, set[int]] = {JOB_SERVICE: set(), WORKER_POOL: set(), SDK_WORKER: set()}
+        self.seen: dict[str, set[int]] = {
+            role: set() for role in (JOB_SERVICE, WORKER_POOL, SDK_WORKER, TRAINING_WORKER)
+        }
         self.killed: int | None = None
         self._process, self._kill_after_s = process, kill_after_s
         self._first_seen: dict[int, float] = {}
@@ -97,6 +102,8 @@ def _imgpipe_run(images, build, kill_after_s=None):
         str(build),
         "--set",
         f"trainer.learning_rate={FIRST_RATE}",
+        "--set",
+        f"trainer.workers={TRAINING_WORKERS}",
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watch = ProcessWatch(process, kill_after_s)
@@ -146,8 +153,13 @@ def test_the_rerun_completes_on_separate_processes(cluster_runs):
     assert len({job_service, pool, *workers}) == 2 + len(workers)
     # The SDK workers are the pool's children, not the run's nor the job service's.
     assert all(worker not in (job_service, pool) for worker in workers)
-    # Every service stopped with the run.
-    assert not _descendants(os.getpid()).keys() & {job_service, pool, *workers}
+    # The Trainer ran on its own worker processes, and showed their progress.
+    trainers = watch.seen[TRAINING_WORKER]
+    assert len(trainers) == TRAINING_WORKERS
+    assert not trainers & {job_service, pool, *workers}
+    assert "Trainer: epoch" in out
+    # Every service and worker stopped with the run.
+    assert not _descendants(os.getpid()).keys() & {job_service, pool, *workers, *trainers}
 
 
 def _run(config, run_id: str | None = None):
@@ -234,6 +246,8 @@ def test_outputs_equal_the_direct_runners(cluster_runs, two_runs):  # noqa: F811
             ).read_text()
         )
         assert run.eval_accuracy == pytest.approx(metrics["eval_accuracy"])
+        workers = TRAINING_WORKERS if config is cluster_runs.config else 1
+        assert metrics["replicas"] == metrics["performance"]["workers"] == workers
     on_cluster, direct = (
         {row["class"]: row["support"] for row in run.evaluation["per_class"]}
         for _, run in runs.values()

@@ -36,24 +36,28 @@ def _tf_config(monkeypatch, cluster, task_type, index):
 
 
 @pytest.mark.parametrize(
-    ("cluster", "task_type", "index", "workers", "chief"),
+    ("cluster", "task_type", "index", "workers", "chief", "position"),
     [
-        ({"worker": ["a:1", "b:2"]}, "worker", 0, 2, True),
-        ({"worker": ["a:1", "b:2"]}, "worker", 1, 2, False),
-        ({"chief": ["c:0"], "worker": ["a:1"]}, "worker", 0, 2, False),
-        ({"chief": ["c:0"], "worker": ["a:1"]}, "chief", 0, 2, True),
-        ({"worker": ["a:1"]}, "worker", 0, 1, True),
+        ({"worker": ["a:1", "b:2"]}, "worker", 0, 2, True, 0),
+        ({"worker": ["a:1", "b:2"]}, "worker", 1, 2, False, 1),
+        ({"chief": ["c:0"], "worker": ["a:1"]}, "worker", 0, 2, False, 1),
+        ({"chief": ["c:0"], "worker": ["a:1"]}, "chief", 0, 2, True, 0),
+        ({"worker": ["a:1"]}, "worker", 0, 1, True, 0),
     ],
 )
-def test_cluster_role_from_tf_config(monkeypatch, cluster, task_type, index, workers, chief):
+def test_cluster_role_from_tf_config(
+    monkeypatch, cluster, task_type, index, workers, chief, position
+):
     _tf_config(monkeypatch, cluster, task_type, index)
     assert runtime.cluster_workers() == workers
     assert runtime.is_chief_task() is chief
+    assert runtime.worker_index() == position
 
 
 def test_no_tf_config_is_a_single_chief(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     assert runtime.cluster_workers() == 1 and runtime.is_chief_task()
+    assert runtime.worker_index() == 0
 
 
 CPUINFO = """processor\t: 0
@@ -89,13 +93,51 @@ def test_no_cpu_flags_to_read_is_not_native_bfloat16(tmp_path):
     assert runtime.cpu_has_native_bfloat16(str(arm)) is False
 
 
-def test_a_single_cpu_replica_iterates_its_dataset_directly():
-    options = runtime.input_options(tf.distribute.MirroredStrategy(["/cpu:0"]))
-    assert options.experimental_replication_mode == tf.distribute.InputReplicationMode.PER_REPLICA
-    assert options.experimental_fetch_to_device is False
+class _Contexts:
+    """A dataset_fn that keeps the InputContexts it is called with."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
+        self.seen.append(context)
+        return tf.data.Dataset.range(4).batch(2)
 
 
-def test_accelerators_and_other_strategies_keep_the_default_input(monkeypatch):
-    assert runtime.input_options(tf.distribute.get_strategy()) is None
+def _context_fields(context: tf.distribute.InputContext) -> tuple[int, int, int]:
+    return context.num_input_pipelines, context.input_pipeline_id, context.num_replicas_in_sync
+
+
+def test_a_single_cpu_replica_iterates_its_dataset_directly(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    dataset_fn = _Contexts()
+    iterator = runtime.training_iterator(tf.distribute.MirroredStrategy(["/cpu:0"]), dataset_fn)
+    assert not isinstance(iterator, tf.distribute.DistributedIterator)
+    assert [_context_fields(c) for c in dataset_fn.seen] == [(1, 0, 1)]
+    assert next(iterator).numpy().tolist() == [0, 1]
+
+
+class _TwoReplicas:
+    """What the iterator reads of a strategy with two replicas in all (MultiWorkerMirroredStrategy
+    cannot start in a process that runs TensorFlow already); its own input is a list."""
+
+    num_replicas_in_sync = 2
+
+    def distribute_datasets_from_function(self, dataset_fn):
+        return ["distributed"]
+
+
+def test_each_cpu_worker_of_a_cluster_iterates_its_own_share_directly(monkeypatch):
+    _tf_config(monkeypatch, {"worker": ["a:1", "b:2"]}, "worker", 1)
+    dataset_fn = _Contexts()
+    iterator = runtime.training_iterator(_TwoReplicas(), dataset_fn)
+    assert [_context_fields(c) for c in dataset_fn.seen] == [(2, 1, 2)]
+    assert next(iterator).numpy().tolist() == [0, 1]
+
+
+def test_accelerators_and_several_replicas_a_worker_get_the_strategy_s_input(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert next(runtime.training_iterator(_TwoReplicas(), _Contexts())) == "distributed"
     monkeypatch.setattr(runtime, "accelerator_kind", lambda: "gpu")
-    assert runtime.input_options(tf.distribute.MirroredStrategy(["/cpu:0"])) is None
+    iterator = runtime.training_iterator(tf.distribute.MirroredStrategy(["/cpu:0"]), _Contexts())
+    assert isinstance(iterator, tf.distribute.DistributedIterator)
