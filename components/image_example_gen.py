@@ -23,6 +23,7 @@ from components import metadata_keys
 from components.artifacts import IngestReport
 from data_prep.ingest import IngestImages, IngestOutputs, prepare_ingest, read_ingest_report
 from data_prep.ingest_config import IngestConfig
+from data_prep.runtime import parallel
 
 
 @component(use_beam=True)
@@ -48,10 +49,13 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
     config = IngestConfig.from_json(ingest_config)
     outputs = IngestOutputs.under(ingest_report.uri, examples_dir=examples.uri)
     sources = prepare_ingest(config, outputs)
-    with beam_pipeline as pipeline:
-        _ = pipeline | "IngestImages" >> IngestImages(
-            sources, config, outputs, json.loads(reference_label_map)
-        )
+    try:
+        with beam_pipeline as pipeline:
+            _ = pipeline | "IngestImages" >> IngestImages(
+                sources, config, outputs, json.loads(reference_label_map)
+            )
+    finally:
+        parallel.release_pools()  # the rest of the run has no use for the ingest's children
     describe_ingest(read_ingest_report(outputs), config.input, examples, ingest_report)
     examples.span = span
     examples.set_string_custom_property(metadata_keys.INPUT_FINGERPRINT_PROPERTY, input_fingerprint)

@@ -30,7 +30,7 @@ from data_prep.ingest_config import IngestConfig
 from data_prep.ingest_outputs import IngestOutputs
 from data_prep.inspection import inspect_sources
 from data_prep.plan import IngestPlan, ShardSpec, build_plan
-from data_prep.runtime import progress, running_mode
+from data_prep.runtime import parallel, progress, running_mode
 from data_prep.runtime.parallel import OrderedWindow
 from data_prep.shards import write_shard
 from data_prep.sources import SourceFile, list_sources
@@ -341,8 +341,11 @@ def run_ingest(
     args = running_mode.with_local_pickler(args)
     options = PipelineOptions(list(args))
     started = time.monotonic()
-    with beam.Pipeline(options=options) as pipeline:
-        _ = pipeline | "IngestImages" >> IngestImages(sources, config, outputs)
+    try:
+        with beam.Pipeline(options=options) as pipeline:
+            _ = pipeline | "IngestImages" >> IngestImages(sources, config, outputs)
+    finally:
+        parallel.release_pools()
     elapsed = time.monotonic() - started
     LOGGER.info(
         "ingest: %d files in %.1f s (%.0f files/s)", len(sources), elapsed, len(sources) / elapsed

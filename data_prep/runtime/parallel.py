@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import functools
 import multiprocessing
 import os
 import signal
@@ -28,17 +27,42 @@ from concurrent.futures.process import BrokenProcessPool
 _PARENT_CHECK_S = 0.5
 
 
-@functools.cache
+_pools: dict[int, ProcessPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
 def _pool(workers: int) -> ProcessPoolExecutor:
-    pool = ProcessPoolExecutor(
-        workers,
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=_start_child,
-        initargs=(os.getpid(),),
-    )
-    # Stopped before multiprocessing's own atexit handler, which waits for every child.
-    atexit.register(pool.shutdown)
-    return pool
+    with _pools_lock:
+        pool = _pools.get(workers)
+        if pool is None:
+            pool = _pools[workers] = ProcessPoolExecutor(
+                workers,
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=_start_child,
+                initargs=(os.getpid(),),
+            )
+            # Stopped before multiprocessing's own atexit handler, which waits for every child.
+            atexit.register(pool.shutdown)
+        return pool
+
+
+def release_pools() -> None:
+    """Stops the process's pools once its job is done. A forked child keeps the pages its parent
+    had when it forked, which the parent then copies as it writes them: a pool left idle for the
+    rest of `imgpipe run` holds hundreds of MB while the Trainer and Evaluator work."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        atexit.unregister(pool.shutdown)
+        pool.shutdown()
+
+
+def _forget_pools() -> None:
+    """A forked child has the pool objects but none of their processes: it makes its own."""
+    global _pools_lock
+    _pools_lock = threading.Lock()
+    _pools.clear()
 
 
 def _start_child(parent: int) -> None:
@@ -57,8 +81,7 @@ def _end_with(parent: int) -> None:
     os._exit(0)
 
 
-# A forked child has the pool object but none of its processes: it makes its own.
-os.register_at_fork(after_in_child=_pool.cache_clear)
+os.register_at_fork(after_in_child=_forget_pools)
 
 
 def _submit(workers: int, function: Callable, args: tuple) -> Future:
@@ -67,7 +90,8 @@ def _submit(workers: int, function: Callable, args: tuple) -> Future:
     try:
         return _pool(workers).submit(function, *args)
     except BrokenProcessPool:
-        _pool.cache_clear()
+        with _pools_lock:
+            _pools.pop(workers, None)
         return _pool(workers).submit(function, *args)
 
 

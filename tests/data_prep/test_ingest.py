@@ -294,7 +294,7 @@ def test_shards_are_written_several_at_once(monkeypatch):
     from data_prep.runtime import parallel
 
     monkeypatch.setattr(ingest, "write_shard", _slow_writer)  # pickled by name to the child
-    parallel._pool.cache_clear()  # children forked with the patch
+    parallel.release_pools()  # children forked with the patch
     writer = ingest._WriteShards(IngestConfig("in"), IngestOutputs.under("out"), workers=2)
     summary = IngestPlan({"cat": 0}, (), {}, None)
     specs = _spec("train", "cat/b.jpg", "cat/a.jpg"), _spec("eval", "cat/c.jpg")
@@ -302,8 +302,7 @@ def test_shards_are_written_several_at_once(monkeypatch):
     writer.start_bundle()
     written = [*writer.process(shards[0], summary), *writer.process(shards[1], summary)]
     written += [value.value for value in writer.finish_bundle()]  # windowed, for Beam
-    parallel._pool(2).shutdown()
-    parallel._pool.cache_clear()
+    parallel.release_pools()
     results = [result for result, _ in written]
     assert [(r["path"], r["labels"]) for r in results] == [
         (spec.relative_path, {0: "cat"}) for spec in specs

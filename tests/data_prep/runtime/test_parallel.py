@@ -105,13 +105,20 @@ def test_a_child_that_dies_fails_its_task_and_the_next_window_gets_a_new_pool():
     assert list(_map(abs, [-1, -2])) == [1, 2]
 
 
+def test_released_pools_stop_their_children_and_the_next_task_gets_a_new_pool():
+    children = set(_map(_pid_after_a_while, range(2), per_worker=1))
+    parallel.release_pools()
+    assert not [pid for pid in children if alive(pid)]
+    assert set(_map(_pid_after_a_while, range(2), per_worker=1)).isdisjoint(children)
+
+
 def test_a_forked_child_runs_tasks_on_a_pool_of_its_own():
     assert list(_map(abs, [-1])) == [1]  # the parent's pool exists
     pid = os.fork()
     if pid == 0:  # the child: exit status 0 only if its tasks ran; killed if they hang
         signal.alarm(10)
         ran = list(_map(abs, [-2, -3])) == [2, 3]
-        parallel._pool(WORKERS).shutdown()  # its own children end with it
+        parallel.release_pools()  # its own children end with it
         os._exit(0 if ran else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
