@@ -218,7 +218,7 @@ def capture(log_path: str, verbose: bool) -> Iterator[Console]:
     else:
         for fd in (1, 2):
             os.dup2(log_file.fileno(), fd)
-    root.handlers = handlers
+    _replace_handlers(root, handlers)
     root.setLevel(logging.INFO)
     # absl's verbosity, not only the root level: a library that installs absl's handler (TF does,
     # during the Trainer) resets the root level to it, which would hide TFX's component lines.
@@ -230,7 +230,8 @@ def capture(log_path: str, verbose: bool) -> Iterator[Console]:
     finally:
         logging.captureWarnings(False)
         absl_logging.set_verbosity(previous_verbosity)
-        root.handlers, root.level = previous_handlers, previous_level
+        _replace_handlers(root, previous_handlers)
+        root.setLevel(previous_level)
         sys.stdout.flush()
         sys.stderr.flush()
         for fd, copy in saved.items():
@@ -238,3 +239,10 @@ def capture(log_path: str, verbose: bool) -> Iterator[Console]:
             os.close(copy)
         out.close()
         log_file.close()
+
+
+def _replace_handlers(logger: logging.Logger, handlers: list[logging.Handler]) -> None:
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    for handler in handlers:
+        logger.addHandler(handler)
