@@ -239,8 +239,9 @@ def near_duplicate_pairs(
     hashes: list[int], grids: list[bytes], max_distance: int, block: int = 256
 ) -> list[tuple[int, int]]:
     """Every pair (i < j) of near-duplicates: hashes within max_distance bits, then grids alike
-    (_grid_differences). All hash distances in blocks of rows, vectorized, the grids compared
-    only for the pairs the hashes leave: exact, and a few seconds at 20,000 images."""
+    (_grid_differences). All hash distances in blocks of rows, vectorized (a few seconds at
+    20,000 images), the grids compared in blocks only for the pairs the hashes leave (some
+    0.1 ms each): exact."""
     count = len(hashes)
     if count < 2:
         return []
