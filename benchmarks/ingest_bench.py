@@ -14,7 +14,7 @@ import time
 
 from benchmarks.charts import label_bars, value_and_ratio
 from benchmarks.photo_data import write_photo_jpegs
-from benchmarks.process_tree import run_measured
+from benchmarks.process_tree import reap_orphans_at_exit, run_measured
 from benchmarks.report import Section, default_section
 
 MEMORY_SAMPLE_S = 0.05
@@ -278,6 +278,7 @@ def chart(records: list[dict], path: str) -> None:
 
 
 def _child_main() -> None:
+    reap_orphans_at_exit()
     parser = argparse.ArgumentParser()
     parser.add_argument("--contender", choices=sorted(CONTENDERS), required=True)
     parser.add_argument("--input", required=True)

@@ -50,6 +50,13 @@ def test_copies_are_near_and_other_photos_far():
         assert distance(signals, health.image_signals(photo(other))) > 10
 
 
+def signals_pairs(images: list[Image.Image], max_distance: int = 10) -> list[tuple[int, int]]:
+    signals = [health.image_signals(image) for image in images]
+    return health.near_duplicate_pairs(
+        [s.phash for s in signals], [s.grid for s in signals], max_distance
+    )
+
+
 def test_pairs_need_close_hashes_and_alike_colours():
     layout = np.random.default_rng(0).integers(40, 200, (64, 3))
     grid = layout.astype(np.uint8).tobytes()  # an 8x8 RGB grid
@@ -65,11 +72,54 @@ def test_pairs_need_close_hashes_and_alike_colours():
     assert health.near_duplicate_pairs(hashes, grids, max_distance=0) == [(0, 1)]
 
 
+@pytest.mark.parametrize("name", ["astronaut", "coffee", "chelsea"])
+def test_copies_of_a_photo_pair_with_it_and_other_photos_do_not(name):
+    original = photo(name)
+    copies = [
+        reencoded(original, 60),
+        original.resize((600, 450)),
+        original.resize((200, 150)),
+        ImageEnhance.Brightness(original).enhance(1.25),
+    ]
+    others = [photo(other) for other in ("rocket", "hubble_deep_field")]
+    pairs = signals_pairs([original, *copies, *others])
+    assert [p for p in pairs if p[0] == 0] == [(0, k) for k in range(1, 5)]
+    assert not [p for p in pairs if max(p) > 4]
+
+
+def digit(index: int) -> Image.Image:
+    """A scan of scikit-learn's digits as the health benchmark writes it: 64x64 RGB."""
+    from sklearn.datasets import load_digits
+
+    scan = np.round(load_digits().images[index] * (255 / 16)).astype(np.uint8)
+    return Image.fromarray(scan).convert("RGB").resize((64, 64), Image.Resampling.BICUBIC)
+
+
+def test_distinct_scans_alike_at_8x8_are_not_near_duplicates_but_their_copies_are():
+    # Two different scans of a 6 whose hashes are close and whose 8x8 grids, compared as they
+    # are, agree; a crop of 2 pixels a side moves the first one's grid further than that.
+    first, second = digit(741), digit(1005)
+    assert distance(health.image_signals(first), health.image_signals(second)) <= 10
+    copies = [
+        reencoded(first, 60),
+        first.crop((2, 2, 62, 62)),
+        ImageEnhance.Brightness(first).enhance(1.25),
+    ]
+    assert signals_pairs([first, second, *copies]) == [
+        (0, 2),
+        (0, 3),
+        (0, 4),
+        (2, 3),
+        (2, 4),
+        (3, 4),
+    ]
+
+
 def test_pairs_across_blocks_are_all_found():
     rng = np.random.default_rng(1)
     hashes = [int(h) for h in rng.integers(0, 2**62, 300, dtype=np.int64)]
     hashes[250] = hashes[3] ^ 0b111  # 3 bits apart, in different blocks
-    grids = [bytes(192)] * 300
+    grids = [bytes(3 * health.GRID_SIDE**2)] * 300
     assert (3, 250) in health.near_duplicate_pairs(hashes, grids, max_distance=5, block=64)
 
 

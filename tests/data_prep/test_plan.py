@@ -160,7 +160,7 @@ def hashed(path, label, sha, phash, size=(500, 375), flags=()):
         accepted(path, label, sha),
         width=size[0],
         height=size[1],
-        signals=health.ImageSignals(phash, bytes(192), flags),
+        signals=health.ImageSignals(phash, bytes(3 * health.GRID_SIDE**2), flags),
     )
 
 
