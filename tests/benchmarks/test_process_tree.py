@@ -19,8 +19,8 @@ CONTENDER = textwrap.dedent(
     reap_orphans_at_exit()
     child = os.fork()
     if child == 0:
+        parent = os.getpid()  # read before the fork: the child may be gone when it runs
         if os.fork() == 0:
-            parent = os.getppid()
             while os.getppid() == parent:
                 time.sleep(0.01)
             with open(sys.argv[1], "w") as handle:
