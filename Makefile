@@ -61,7 +61,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --timeout=1200 $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q --timeout=1200 --durations=15 $(TEST_WORKERS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" --timeout=120 $(TEST_WORKERS)

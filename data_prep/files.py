@@ -100,3 +100,23 @@ def read_upto(handle: BinaryIO, limit: int) -> bytes:
         chunks.append(chunk)
         limit -= len(chunk)
     return b"".join(chunks)
+
+
+def empty_input_message(root: str) -> str:
+    return f"input {root!r} is empty or does not exist"
+
+
+def local_input_problem(path: str) -> str | None:
+    """What is plainly wrong with a local input before any library loads: it does not exist, or
+    it is a folder with nothing in it. Deeper emptiness and URIs are the listing's to find."""
+    if "://" in path:
+        return None
+    try:
+        with os.scandir(path) as entries:
+            if next(entries, None) is None:
+                return empty_input_message(path.rstrip("/"))
+    except FileNotFoundError:
+        return empty_input_message(path.rstrip("/"))
+    except OSError:  # a file (a manifest), or a folder the listing will report on
+        return None
+    return None

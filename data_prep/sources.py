@@ -19,7 +19,7 @@ import stat
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
-from data_prep.files import FileTooLargeError, read_file, read_upto
+from data_prep.files import FileTooLargeError, empty_input_message, read_file, read_upto
 from data_prep.image_validation import Reason
 
 SPLITS = ("train", "eval", "test")
@@ -90,7 +90,7 @@ def list_class_folders(root: str) -> list[SourceFile]:
         label = parts[0] if len(parts) > 1 else None
         sources.append(SourceFile(relative, entry.path, label, None, entry.problem, entry.detail))
     if not sources:
-        raise SourceError(f"input {root!r} is empty or does not exist")
+        raise SourceError(empty_input_message(root))
     return sorted(sources)
 
 

@@ -119,6 +119,16 @@ def embedded_data_drawn(args, settings: dict | None, config) -> contextlib.Abstr
     return drawing_default_dataset(embedded)
 
 
+def named_input_problem(args, settings: dict | None, config) -> str | None:
+    """A named local input that is missing or an empty folder, found before the command loads
+    TensorFlow, Beam and TFX (seconds), so a mistyped --data is said at once."""
+    from data_prep.files import local_input_problem
+
+    if config.ingest.input == _embedded_data(build_dir(args)) and not _named_data(args, settings):
+        return None  # drawn during the run
+    return local_input_problem(config.ingest.input)
+
+
 def _named_data(args, settings: dict | None) -> str | None:
     return args.data or (settings or {}).get("ingest", {}).get("input")
 

@@ -70,6 +70,10 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     except ConfigError as error:
         print(f"imgpipe run: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
+    problem = options.named_input_problem(args, settings, config)
+    if problem:
+        print(f"imgpipe run: error: {problem}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
     log_path = console.run_log_path(options.build_dir(args), "run")
     summary = failure = None
     previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)

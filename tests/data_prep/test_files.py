@@ -82,3 +82,20 @@ def test_errors_survive_pickling_with_their_path():
 
     error = pickle.loads(pickle.dumps(files.FileTooLargeError("/x.jpg", "too big")))
     assert (type(error), error.path, str(error)) == (files.FileTooLargeError, "/x.jpg", "too big")
+
+
+def test_a_missing_or_empty_local_input_is_said_before_any_listing(tmp_path):
+    from data_prep.files import local_input_problem
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "cats" / "a").mkdir(parents=True)
+    (tmp_path / "manifest.csv").write_text("path,label\n")
+    assert local_input_problem(str(tmp_path / "missing")) == (
+        f"input {str(tmp_path / 'missing')!r} is empty or does not exist"
+    )
+    assert local_input_problem(str(tmp_path / "empty") + "/") == (
+        f"input {str(tmp_path / 'empty')!r} is empty or does not exist"
+    )
+    assert local_input_problem(str(tmp_path / "cats")) is None  # the listing says the rest
+    assert local_input_problem(str(tmp_path / "manifest.csv")) is None
+    assert local_input_problem("gs://bucket/images") is None
