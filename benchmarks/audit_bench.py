@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks.charts import label_bars
+from benchmarks.charts import share_bars
 from benchmarks.health_bench import flip_labels
 from benchmarks.report import Section
 
@@ -109,21 +109,13 @@ def run(output_dir: str) -> list[dict]:
 
 
 def chart(records: list[dict], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     shares = [r for r in records if r["unit"] == "share"]
-    figure, axis = plt.subplots(figsize=(7, 4))
-    names = [r["name"].removeprefix("audit.") for r in shares]
-    bars = axis.bar(names, [r["value"] for r in shares], color="#4a7ab5")
-    label_bars(axis, bars, [f"{r['value']:.3f}" for r in shares])
-    axis.set_ylim(0, 1.1)
-    axis.set_title(f"imgpipe audit, {FOLDS} folds: embedded dataset, {FLIPPED_SHARE:.0%} flipped")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    share_bars(
+        shares,
+        "audit.",
+        f"imgpipe audit, {FOLDS} folds: embedded dataset, {FLIPPED_SHARE:.0%} flipped",
+        path,
+    )
 
 
 def section(records: list[dict]) -> Section:

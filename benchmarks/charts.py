@@ -23,3 +23,23 @@ def value_and_ratio(record: dict) -> str:
     if "ratio" in record:
         label += f"\n{record['ratio']:.2f}x"
     return label
+
+
+def share_bars(shares: list[dict], prefix: str, title: str, path: str, width: float = 7) -> None:
+    """A bar per record of a share or accuracy between 0 and 1, named without `prefix`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(width, 4))
+    names = [r["name"].removeprefix(prefix) for r in shares]
+    bars = axis.bar(names, [r["value"] for r in shares], color="#4a7ab5")
+    label_bars(axis, bars, [f"{r['value']:.3f}" for r in shares])
+    axis.set_ylim(0, 1.1)
+    if len(shares) > 6:
+        axis.tick_params(axis="x", labelsize=7, rotation=30)
+    axis.set_title(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

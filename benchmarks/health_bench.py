@@ -41,7 +41,7 @@ import posixpath
 import shutil
 import time
 
-from benchmarks.charts import label_bars
+from benchmarks.charts import share_bars
 from benchmarks.report import Section
 
 SIDE = 64
@@ -368,22 +368,10 @@ def run(output_dir: str) -> list[dict]:
 
 
 def chart(records: list[dict], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     shares = [r for r in records if r["unit"] in ("share", "accuracy")]
-    figure, axis = plt.subplots(figsize=(10, 4))
-    names = [r["name"].removeprefix("health.") for r in shares]
-    bars = axis.bar(names, [r["value"] for r in shares], color="#4a7ab5")
-    label_bars(axis, bars, [f"{r['value']:.3f}" for r in shares])
-    axis.set_ylim(0, 1.1)
-    axis.tick_params(axis="x", labelsize=7, rotation=30)
-    axis.set_title("digits with injected near-duplicates and flipped labels")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    share_bars(
+        shares, "health.", "digits with injected near-duplicates and flipped labels", path, width=10
+    )
 
 
 def section(records: list[dict]) -> Section:
