@@ -1,6 +1,6 @@
 """How `make test` spreads the suite over worker processes (pytest-xdist, `--dist loadgroup`):
 the tests of a module with a module-scoped fixture stay on one worker, so a module-scoped pipeline
-run is made once; every test that uses the shared two-run store (tests/pipeline/conftest.py)
+run is made once; every test that uses the shared two-run store (`two_runs`, below)
 joins one group, so it is made once; a test that shares no such fixture is a group of its own,
 which any free worker takes (a module of slow, independent trainings is not one long unit).
 Modules with slow tests are handed out first, end-to-end ones (pipeline runs) first of all, so no
@@ -82,3 +82,12 @@ def no_tfx_repackaging(contained_temp_dir):
             f"TFX repackaged itself for Beam workers ({packages[0].name}): pass the Beam args "
             "through pipeline.runners.beam_options.resolve_beam_args"
         )
+
+
+@pytest.fixture(scope="session")
+def two_runs(tmp_path_factory):
+    """The session's two-run store (tests/pipeline/two_run_store.py), for every package's tests:
+    defined once here, so it is made once per test process."""
+    from tests.pipeline import two_run_store
+
+    return two_run_store.build(tmp_path_factory.mktemp("two_runs"))

@@ -1,6 +1,6 @@
 """The tiny pipeline on the local Beam cluster (`imgpipe run --runner local-cluster`), training
 on two local worker processes (trainer.workers=2), in a child process: an SDK worker killed
-during the first Beam job fails the run with one error line and publishes nothing; the re-run
+while the ingest decodes fails the run with one error line and publishes nothing; the re-run
 completes on a job service, SDK workers and training workers that are processes of their own,
 and its examples, statistics and transform graph equal the DirectRunner's (the first run of the
 shared two-run store, same images and settings), and its Evaluator's metrics its two-worker
@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,18 +28,21 @@ from components.module_files.transform import normalization_from_transform
 from pipeline import exit_codes
 from pipeline.lineage import list_runs
 from pipeline.runners.local import open_store
-from tests.pipeline.conftest import two_runs  # noqa: F401  (the DirectRunner's runs)
-from tests.pipeline.tiny_pipeline import FIRST_RATE, tiny_config
+from tests.data_prep import image_files
+from tests.pipeline.tiny_pipeline import FIRST_RATE, LABELS, tiny_config
 
 pytestmark = pytest.mark.slow
 RUN_TIMEOUT_S = 1500
 JOB_SERVICE, WORKER_POOL, SDK_WORKER = "local_job_service_main", "worker_pool_main", "SdkHarness"
 TRAINING_WORKER = "components.trainer.local_workers"
 TRAINING_WORKERS = 2
+# The killed run ingests this many more images, so that its ingest job still has seconds of
+# decoding ahead when the watch sees its first decoder and kills the SDK worker.
+EXTRA_IMAGES_TO_KILL_IN = 1500
 
 
-def _descendants(pid: int) -> dict[int, str]:
-    """Every live process under `pid`, with its command line."""
+def _descendants(pid: int) -> dict[int, tuple[int, str]]:
+    """Every live process under `pid`: its parent and command line."""
     found, todo = {}, [pid]
     while todo:
         parent = todo.pop()
@@ -51,7 +55,7 @@ def _descendants(pid: int) -> dict[int, str]:
             for child in children:
                 try:
                     with open(f"/proc/{child}/cmdline", "rb") as handle:
-                        found[child] = handle.read().replace(b"\0", b" ").decode()
+                        found[child] = (parent, handle.read().replace(b"\0", b" ").decode())
                 except OSError:
                     continue
                 todo.append(child)
@@ -59,34 +63,36 @@ def _descendants(pid: int) -> dict[int, str]:
 
 
 class ProcessWatch:
-    """Samples the run's processes by role while it runs; kills the first SDK worker once it
-    has lived `kill_after_s` when asked."""
+    """Samples the run's processes by role while it runs; when asked, kills the first SDK worker
+    seen decoding (it has forked its supervised decoder: the ingest job is under way)."""
 
-    def __init__(self, process: subprocess.Popen, kill_after_s: float | None = None):
+    def __init__(self, process: subprocess.Popen, kill_a_decoding_worker: bool = False):
         self.seen: dict[str, set[int]] = {
             role: set() for role in (JOB_SERVICE, WORKER_POOL, SDK_WORKER, TRAINING_WORKER)
         }
         self.killed: int | None = None
-        self._process, self._kill_after_s = process, kill_after_s
-        self._first_seen: dict[int, float] = {}
+        self._process, self._kill = process, kill_a_decoding_worker
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
         while self._process.poll() is None:
-            for pid, command in _descendants(self._process.pid).items():
+            processes = _descendants(self._process.pid)
+            for pid, (parent, command) in processes.items():  # a parent comes before its children
                 for role, pids in self.seen.items():
-                    if role in command:
+                    # A decoder forked by an SDK worker shows its parent's command line.
+                    if role in command and (role != SDK_WORKER or parent in self.seen[WORKER_POOL]):
                         pids.add(pid)
-                if SDK_WORKER in command and self._kill_after_s is not None and not self.killed:
-                    since = self._first_seen.setdefault(pid, time.monotonic())
-                    if time.monotonic() - since >= self._kill_after_s:
-                        os.kill(pid, signal.SIGKILL)
-                        self.killed = pid
-            time.sleep(0.2)
+            if self._kill and self.killed is None:
+                parents = {parent for parent, _ in processes.values()}
+                decoding = sorted(self.seen[SDK_WORKER] & processes.keys() & parents)
+                if decoding:
+                    self.killed = decoding[0]
+                    os.kill(self.killed, signal.SIGKILL)
+            time.sleep(0.1)
 
 
-def _imgpipe_run(images, build, kill_after_s=None):
+def _imgpipe_run(images, build, kill_a_decoding_worker=False):
     command = [
         sys.executable,
         "-m",
@@ -106,7 +112,7 @@ def _imgpipe_run(images, build, kill_after_s=None):
         f"trainer.workers={TRAINING_WORKERS}",
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watch = ProcessWatch(process, kill_after_s)
+    watch = ProcessWatch(process, kill_a_decoding_worker)
     out, err = process.communicate(timeout=RUN_TIMEOUT_S)
     return process.returncode, out, err, watch
 
@@ -119,9 +125,15 @@ class ClusterRuns:
 
 
 @pytest.fixture(scope="module")
-def cluster_runs(two_runs, tmp_path_factory) -> ClusterRuns:  # noqa: F811
-    build = tmp_path_factory.mktemp("local_cluster") / "build"
-    killed = _imgpipe_run(two_runs.images, build, kill_after_s=2.0)
+def cluster_runs(two_runs, tmp_path_factory) -> ClusterRuns:
+    root = tmp_path_factory.mktemp("local_cluster")
+    build, more_images = root / "build", root / "more_images"
+    shutil.copytree(two_runs.images, more_images)
+    for i in range(EXTRA_IMAGES_TO_KILL_IN):
+        (more_images / LABELS[i % len(LABELS)] / f"extra{i}.png").write_bytes(
+            image_files.png(seed=10_000 + i)
+        )
+    killed = _imgpipe_run(more_images, build, kill_a_decoding_worker=True)
     rerun = _imgpipe_run(two_runs.images, build)
     return ClusterRuns(killed, rerun, tiny_config(two_runs.images, build))
 
@@ -210,7 +222,7 @@ def _statistics(uri: str) -> dict[str, float]:
     return found
 
 
-def test_outputs_equal_the_direct_runners(cluster_runs, two_runs):  # noqa: F811
+def test_outputs_equal_the_direct_runners(cluster_runs, two_runs):
     assert cluster_runs.rerun[0] == exit_codes.OK
     runs = {
         "cluster": (cluster_runs.config, _run(cluster_runs.config)),

@@ -1,15 +1,10 @@
-"""notebooks/lineage.ipynb executes top to bottom on tiny data (nbclient, the venv's ipykernel)
-and shows what it promises: two runs, a lineage picture and the changed setting."""
+"""notebooks/lineage.ipynb executes top to bottom on tiny data and shows what it promises: two
+runs, a lineage picture and the changed setting. Its execution is what makes the session's
+two-run store (tests/pipeline/two_run_store.py), on that store's images."""
 
-import pathlib
 import re
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-NOTEBOOK = REPO / "notebooks" / "lineage.ipynb"
 
 
 def _outputs(notebook, kind: str) -> list:
@@ -23,13 +18,8 @@ def _outputs(notebook, kind: str) -> list:
 
 
 @pytest.mark.slow
-def test_lineage_notebook_executes_and_shows_runs_graph_and_diff(tmp_path, monkeypatch):
-    monkeypatch.setenv("IMGPIPE_NOTEBOOK_DIR", str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", str(REPO))  # this checkout, not an installed copy
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(
-        notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(REPO)}}
-    ).execute()
+def test_lineage_notebook_executes_and_shows_runs_graph_and_diff(two_runs):
+    notebook = two_runs.notebook
     text = "".join(output.get("text", "") for output in _outputs(notebook, "stream"))
     assert text.count("complete") >= 2  # two runs listed
     assert re.search(r"config +trainer\.learning_rate +0\.003 +0\.01", text)
@@ -37,4 +27,4 @@ def test_lineage_notebook_executes_and_shows_runs_graph_and_diff(tmp_path, monke
         output for output in _outputs(notebook, "display_data") if "image/png" in output["data"]
     ]
     assert len(pictures) == 1
-    assert (tmp_path / "build" / "tfx" / "metadata.db").exists()
+    assert {two_runs.first.run_id, two_runs.second.run_id} <= set(re.findall(r"\S+", text))

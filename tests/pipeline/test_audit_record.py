@@ -11,8 +11,8 @@ from pipeline import audit_record, exit_codes
 from pipeline.lineage import examples_lineage
 from pipeline.lineage.store import MetadataGraph
 from pipeline.runners.local import open_store
-from tests.pipeline.conftest import ACCEPTED
 from tests.pipeline.tiny_pipeline import LABELS
+from tests.pipeline.two_run_store import ACCEPTED
 
 
 def test_the_newest_ingest_is_the_pipelines_examples_with_their_shards_and_classes(two_runs):

@@ -21,13 +21,13 @@ from pipeline.cli import build_parser, main
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.runners.local import open_store
 from tests.data_prep import image_files
-from tests.pipeline.conftest import ACCEPTED, FOUND
 from tests.pipeline.tiny_pipeline import FIRST_RATE, SECOND_RATE
+from tests.pipeline.two_run_store import ACCEPTED, FOUND
 
 
 @pytest.fixture
 def runs(two_runs):
-    """The session's two-run store (tests/pipeline/conftest.py)."""
+    """The session's two-run store (tests/pipeline/two_run_store.py)."""
     return two_runs
 
 

@@ -32,7 +32,8 @@ def tiny_config(images, build, **trainer_changes) -> PipelineConfig:
     )
 
 
-FIRST_RATE, SECOND_RATE = 0.003, 0.01  # the one setting the two runs differ in
+FIRST_RATE, SECOND_RATE = 0.003, 0.01  # the one setting the two runs differ in (the notebook's)
+NOTEBOOK = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "lineage.ipynb"
 
 
 @dataclasses.dataclass
@@ -41,6 +42,7 @@ class TwoRuns:
     images: pathlib.Path
     first: object  # lineage.PipelineRun
     second: object
+    notebook: object  # the executed notebooks/lineage.ipynb that made them (nbformat)
 
     @property
     def store(self):
@@ -58,18 +60,30 @@ class TwoRuns:
 
 
 def run_twice(images: pathlib.Path, build: pathlib.Path) -> TwoRuns:
-    """Two runs into one store, the second with another learning rate. They run from the build
-    folder's parent with a relative build folder, as `make run-local` does, so the store's
+    """Two runs into one store, the second with another learning rate, made by executing
+    notebooks/lineage.ipynb on `images` (nbclient, the venv's ipykernel). Its kernel runs in the
+    build folder's parent with a relative build folder, as `make run-local` does, so the store's
     answers from other folders are tested; the returned config holds absolute paths."""
-    from pipeline.pipeline_config import with_absolute_paths
-    from pipeline.runners.local import run_local
+    import nbformat
+    from nbclient import NotebookClient
 
+    from pipeline.lineage import list_runs
+    from pipeline.pipeline_config import with_absolute_paths
+    from pipeline.runners.local import open_store
+
+    assert build.name == "build", "the notebook writes its store under ./build"
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
     with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IMGPIPE_NOTEBOOK_DIR", ".")
+        patch.setenv("IMGPIPE_NOTEBOOK_IMAGES", str(images))
+        patch.setenv("PYTHONPATH", str(NOTEBOOK.parents[1]))  # this checkout, not an installed copy
+        NotebookClient(
+            notebook,
+            timeout=900,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(build.parent)}},
+        ).execute()
         patch.chdir(build.parent)
-        config = tiny_config(images, build.name, learning_rate=FIRST_RATE)
-        first = run_local(config)
-        changed = dataclasses.replace(
-            config, trainer=dataclasses.replace(config.trainer, learning_rate=SECOND_RATE)
-        )
-        second = run_local(changed)
-        return TwoRuns(with_absolute_paths(config), images, first, second)
+        config = with_absolute_paths(tiny_config(images, build.name, learning_rate=FIRST_RATE))
+    second, first = list_runs(open_store(config.metadata_path), config.name)  # newest first
+    return TwoRuns(config, images, first, second, notebook)

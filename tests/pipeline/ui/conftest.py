@@ -1,4 +1,4 @@
-"""The app serving the session's two-run store (tests/pipeline/conftest.py) on a free local
+"""The app serving the session's two-run store (tests/pipeline/two_run_store.py) on a free local
 port, opened read-only as `imgpipe ui` opens it."""
 
 import threading

@@ -16,8 +16,8 @@ import shutil
 import pytest
 
 from pipeline.ui import report
-from tests.pipeline.conftest import DUPLICATE
 from tests.pipeline.tiny_pipeline import SECOND_RATE
+from tests.pipeline.two_run_store import DUPLICATE
 
 CHROMIUM = next(
     (found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None

@@ -1,4 +1,4 @@
-"""The data health page against the real two-run store (tests/pipeline/conftest.py)."""
+"""The data health page against the real two-run store (tests/pipeline/two_run_store.py)."""
 
 import json
 import os

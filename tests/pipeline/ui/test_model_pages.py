@@ -1,5 +1,5 @@
 """The model pages and the run comparison: the rendered card escapes HTML; the pushed versions,
-their gate decisions and files come from the two-run store (tests/pipeline/conftest.py); the
+their gate decisions and files come from the two-run store (tests/pipeline/two_run_store.py); the
 runs table sorts and filters on the server; the downloads are the version's own files."""
 
 import io

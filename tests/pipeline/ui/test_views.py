@@ -11,8 +11,8 @@ from components.evaluation_report import REPORT_FILE
 from pipeline import lineage
 from pipeline.cli import main
 from pipeline.ui import curves, report, views
-from tests.pipeline.conftest import DUPLICATE, EMPTY, IGNORED, TRUNCATED
 from tests.pipeline.tiny_pipeline import SECOND_RATE
+from tests.pipeline.two_run_store import DUPLICATE, EMPTY, IGNORED, TRUNCATED
 
 pytestmark = pytest.mark.slow
 

@@ -1,9 +1,10 @@
-"""The two-run store the lineage, UI and browser tests share, built once per session by the tiny
-pipeline (a pipeline run is the suite's most expensive step): the images hold a duplicate (its
-bytes decode: a thumbnail), an empty and a truncated file (no thumbnail) and a text file
-(ignored); the second run changes the learning rate."""
+"""The two-run store the lineage, UI, browser, notebook and local-cluster tests share (the
+session fixture `two_runs` in tests/conftest.py), built once per session by executing
+notebooks/lineage.ipynb (a pipeline run is the suite's most expensive step): the images hold a
+duplicate (its bytes decode: a thumbnail), an empty and a truncated file (no thumbnail) and a
+text file (ignored); the second run changes the learning rate."""
 
-import pytest
+import pathlib
 
 from tests.data_prep import image_files
 from tests.pipeline.tiny_pipeline import IMAGES_PER_CLASS, LABELS, TwoRuns, run_twice, write_images
@@ -13,9 +14,8 @@ ACCEPTED = IMAGES_PER_CLASS * len(LABELS)  # the three messy files are rejected,
 FOUND = ACCEPTED + 4
 
 
-@pytest.fixture(scope="session")
-def two_runs(tmp_path_factory) -> TwoRuns:
-    root = tmp_path_factory.mktemp("two_runs")
+def build(root: pathlib.Path) -> TwoRuns:
+    """The messy images under root/images and the two runs' store under root/build."""
     images = write_images(root / "images")
     (images / DUPLICATE).write_bytes((images / "cat" / "0.jpg").read_bytes())
     (images / EMPTY).write_bytes(b"")
