@@ -2,9 +2,11 @@
 
 Python raises KeyboardInterrupt wherever the main thread is when the signal arrives. When that is
 a weakref callback or a __del__ (Beam and TensorFlow free objects all the time), the interpreter
-prints "Exception ignored in ..." and goes on; code that catches BaseException drops it too. So
-the handler records the request as well as raising it, and `honour_request`, called where the run
-passes from one component to the next, raises it again while one is recorded.
+prints "Exception ignored in ..." and goes on; code that catches BaseException drops it too, or
+raises its own error instead (Beam: RuntimeError("KeyboardInterrupt [while running ...]")). So
+the handler records the request as well as raising it: `honour_request`, called where the run
+passes from one component to the next, raises it again while one is recorded, and
+`failures_as_interrupt` turns an error raised after it back into a KeyboardInterrupt.
 """
 
 from __future__ import annotations
@@ -48,3 +50,16 @@ def honour_request() -> None:
     (elsewhere it would end just that thread)."""
     if _requested is not None and threading.current_thread() is threading.main_thread():
         raise KeyboardInterrupt(f"{_requested} received earlier; the code it reached went on")
+
+
+@contextlib.contextmanager
+def failures_as_interrupt() -> Iterator[None]:
+    """For the duration: an Exception raised once a stop was requested in the current `handled`
+    block is raised as a KeyboardInterrupt (caused by it), whatever the code the stop reached
+    made of it."""
+    try:
+        yield
+    except Exception as error:
+        if _requested is None:
+            raise
+        raise KeyboardInterrupt(f"{_requested} received; then {type(error).__name__}") from error

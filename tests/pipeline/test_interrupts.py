@@ -1,5 +1,6 @@
 """Ctrl-C and SIGTERM during a run: a stop that the code it reached swallowed still ends the run,
-at the component's end or the next one's start, naming the component it came in."""
+at the component's end or the next one's start, naming the component it came in; one that a
+library turned into its own error ends it as interrupted too."""
 
 import gc
 import io
@@ -57,6 +58,24 @@ def test_a_sigterm_lost_between_components_stops_the_run_before_the_next_one():
         with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
             _log(handler, "Component %s is running.", "Transform")
     assert out.getvalue() == ""
+
+
+def test_an_error_raised_in_place_of_the_interrupt_is_the_interrupt():
+    def beam_bundle():  # what Beam makes of a KeyboardInterrupt inside a DoFn
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except BaseException as error:
+            raise RuntimeError(f"{type(error).__name__} [while running 'Size']") from None
+
+    with interrupts.handled():
+        with pytest.raises(KeyboardInterrupt) as raised:
+            with interrupts.failures_as_interrupt():
+                beam_bundle()
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    # Without a stop requested, an error stays what it is.
+    with pytest.raises(RuntimeError):
+        with interrupts.failures_as_interrupt():
+            raise RuntimeError("bad shard")
 
 
 def test_the_signal_itself_raises_keyboard_interrupt_and_the_handlers_come_back():
