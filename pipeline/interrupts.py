@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM during a run: a request to stop that no library can lose.
+"""Ctrl-C and SIGTERM during a run: a request to stop that outlives the code it reached.
 
 Python raises KeyboardInterrupt wherever the main thread is when the signal arrives. When that is
 a weakref callback or a __del__ (Beam and TensorFlow free objects all the time), the interpreter
@@ -27,9 +27,9 @@ def _request_stop(signum, frame) -> None:
 
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
-    """For the duration: SIGINT and SIGTERM raise KeyboardInterrupt and are recorded, for
-    `honour_request`. A SIGINT ignored when the block starts (a script's background job) stays
-    ignored. Call from the main thread."""
+    """For the duration: SIGINT and SIGTERM raise KeyboardInterrupt and are recorded (for
+    `honour_request` and `failures_as_interrupt`). A SIGINT ignored when the block starts (a
+    script's background job) stays ignored. Call from the main thread."""
     global _requested
     _requested = None
     signals = [signal.SIGTERM]
