@@ -24,6 +24,7 @@ from absl import logging as absl_logging
 
 from data_prep.runtime import progress
 from data_prep.runtime.terminal import terminal_safe
+from pipeline import interrupts
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # What TFX's LocalDagRunner and launcher log around each component (absl logging).
@@ -87,6 +88,7 @@ class Console:
         self.out.flush()
 
     def started(self, component: str) -> None:
+        interrupts.honour_request()  # one requested before this component and lost on the way
         self.component, self._component_started, self._outcome = component, time.time(), "ran"
         self.say(f"  {component:<{_WIDTH}} started")
 
@@ -94,6 +96,9 @@ class Console:
         self._outcome = outcome
 
     def finished(self, component: str) -> None:
+        # A stop requested while the component ran, and lost inside it, ends the run here; the
+        # component keeps its name for the error line.
+        interrupts.honour_request()
         self._close_tasks()
         seconds = time.time() - self._component_started
         self.say(f"  {component:<{_WIDTH}} {self._outcome:<7} {seconds:7.1f} s")

@@ -10,7 +10,7 @@ import sys
 
 from data_prep.ingest_config import ConfigError
 from data_prep.runtime.terminal import terminal_safe
-from pipeline import console, exit_codes
+from pipeline import console, exit_codes, interrupts
 from pipeline.cli import options
 from pipeline.cli.failures import describe_failure, report_failure
 
@@ -55,13 +55,8 @@ def add_run(subparsers) -> None:
     parser.set_defaults(handler=_run_pipeline)
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def _run_pipeline(args, beam_args: list[str]) -> int:
     import json
-    import signal
 
     try:
         config, settings = options.effective_config(args, beam_args, generate_data=False)
@@ -76,8 +71,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
         return exit_codes.BAD_INPUT
     log_path = console.run_log_path(options.build_dir(args), "run")
     summary = failure = None
-    previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
-    with console.capture(log_path, args.verbose) as shown:
+    with interrupts.handled(), console.capture(log_path, args.verbose) as shown:
         shown.say(f"imgpipe run: pipeline {config.name}, log {log_path}")
         try:
             # A first run draws the embedded dataset on the other cores while this one imports.
@@ -100,8 +94,6 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
             shown.stopped("stopped" if isinstance(error, KeyboardInterrupt) else "failed")
             logging.getLogger(__name__).exception("imgpipe run failed")
             failure = describe_failure(error, shown.component)
-        finally:
-            signal.signal(signal.SIGTERM, previous_handler)
     if failure:
         return report_failure("run", failure, log_path)
     _print_summary(summary, config, options.build_dir(args), log_path, store_target.describe())

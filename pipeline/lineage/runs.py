@@ -130,10 +130,14 @@ _RUN_OUTPUTS = {
 
 def _status(states: list[str], recorded: str | None) -> str:
     """From the executions' states and the state the local runner recorded on the run (None for
-    runs of other runners): a run killed between two components is failed, not complete."""
+    runs of other runners): a run killed between two components is failed, not complete; an
+    interrupted one is interrupted even when a component failed of the interrupt (Beam raises
+    its own error in place of a KeyboardInterrupt)."""
+    if recorded == run_guard.INTERRUPTED:
+        return "interrupted"
     if "failed" in states or recorded == run_guard.FAILED:
         return "failed"
-    if "canceled" in states or recorded == run_guard.INTERRUPTED:
+    if "canceled" in states:
         return "interrupted"
     if {"running", "new"} & set(states) or recorded == run_guard.RUNNING:
         return "running"

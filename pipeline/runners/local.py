@@ -13,6 +13,7 @@ from tfx.orchestration import metadata
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
+from pipeline import interrupts
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.factory import create_pipeline
 from pipeline.gate.data_snapshot import take_snapshot
@@ -47,7 +48,8 @@ def run_local(
 
     config_file: the settings the run's config file gave (JSON), and overrides its --set
     settings, recorded with the run (`imgpipe runs diff` shows them). A
-    Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates. A span the data
+    Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates, as does the error a
+    library raised in its place (pipeline/interrupts.py). A span the data
     gate stops ends the run without an exception: its record says why (stopped_by,
     not_pushed_reason); any other component's failure propagates.
     store_target: the ML Metadata store to write (default: config.metadata_path, SQLite). The
@@ -80,7 +82,8 @@ def run_local(
         run_guard.begin_run(store, run_id, config.name, holder, config_file, overrides)
         state, reason, failure = run_guard.FAILED, None, None
         try:
-            LocalDagRunner().run_with_ir(ir)
+            with interrupts.failures_as_interrupt():
+                LocalDagRunner().run_with_ir(ir)
             state = run_guard.COMPLETE
         except KeyboardInterrupt:
             state = run_guard.INTERRUPTED

@@ -137,6 +137,17 @@ def test_an_interrupted_run_is_shown_interrupted(tmp_path):
     assert (facts["config.file.name"], facts["config.set.trainer.epochs"]) == ("x", "5")
 
 
+def test_a_component_that_failed_of_the_interrupt_leaves_the_run_interrupted(tmp_path):
+    store = _store(tmp_path / "metadata.db")
+    run_guard.begin_run(store, "run-1", "imgpipe", run_guard.Holder.me(), None, ())
+    _pipeline_with(
+        store, "imgpipe", [mlmd_pb2.Execution.COMPLETE, mlmd_pb2.Execution.FAILED], "run-1"
+    )
+    assert _status(store, "run-1") == "failed"  # what TFX recorded of the component
+    run_guard.end_run(store, "run-1", run_guard.INTERRUPTED, "Ctrl-C")
+    assert _status(store, "run-1") == "interrupted"
+
+
 def test_a_run_killed_between_two_components_is_shown_failed_not_complete(tmp_path):
     db = tmp_path / "metadata.db"
     store = _store(db)
