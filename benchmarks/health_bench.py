@@ -22,7 +22,7 @@ Measured:
   eval probabilities do; the share of flipped eval images among the suspects' paths (recall) and
   the share of suspects that were flipped (precision);
 - cost: the ingest's CPU time per further image (its whole process tree, in a child process,
-  best of 3, on PHOTOS photo-like JPEGs (benchmarks/photo_data.py) less on FEW), against the
+  best of COST_ROUNDS, on PHOTOS photo-like JPEGs (benchmarks/photo_data.py) less on FEW), against the
   decode floor (read and decode each file, one process) and against the health signals alone
   (data_prep/health.py image_signals on each image just decoded, as the ingest runs them), the
   two timed file by file in the same pass, best of 3 passes; and against the same ingest without
@@ -49,8 +49,11 @@ SIDE = 64
 COPIED_SHARE = 0.15
 FLIPPED_SHARE = 0.05
 COPY_KINDS = ("reencoded", "resized", "cropped", "brightened")
-PHOTOS = 600
+# Enough photos that the noise of a process's start-up (some 2.5 CPU seconds, shared by both
+# counts) stays small beside the images' own cost.
+PHOTOS = 1500
 FEW = 14
+COST_ROUNDS = 5
 INGESTS = ("beam", "beam_without_health")  # benchmarks/ingest_bench.py's contenders
 SEED = 0
 # Two scans whose pixels differ by at most this on average (of 16) are near-identical in the
@@ -218,7 +221,7 @@ def _cost(workdir: str) -> dict:
         count: write_photo_jpegs(f"{workdir}/photos_{count}", count) for count in (PHOTOS, FEW)
     }
     cpu = {(contender, count): [] for contender in INGESTS for count in folders}
-    for _ in range(3):  # in turns, so a change in the machine's load falls on every one
+    for _ in range(COST_ROUNDS):  # in turns, so a change in the machine's load falls on all
         for contender, count in cpu:
             output = f"{workdir}/photos_{count}_{contender}"
             cpu[contender, count].append(

@@ -81,15 +81,19 @@ def phash(gray: np.ndarray) -> int:
     return int.from_bytes(np.packbits(bits).tobytes(), "big")
 
 
-def _percentiles(values: np.ndarray, quantiles: tuple[float, ...]) -> list[float]:
-    """numpy's default (linear) percentiles, with one partial sort."""
-    positions = [q * (values.size - 1) for q in quantiles]
-    ranks = sorted({math.floor(p) for p in positions} | {math.ceil(p) for p in positions})
-    ordered = np.partition(values, ranks)
-    return [
-        float(ordered[math.floor(p)] + (ordered[math.ceil(p)] - ordered[math.floor(p)]) * (p % 1))
-        for p in positions
-    ]
+def _percentile_below(values: np.ndarray, quantile: float, threshold: float) -> bool:
+    """Whether numpy's default (linear) percentile of the values is below threshold, from one
+    count: the two values around the percentile's position are read only when they straddle
+    the threshold."""
+    position = quantile * (values.size - 1)
+    low, high = math.floor(position), math.ceil(position)
+    below = int(np.count_nonzero(values < threshold))
+    if below > high:
+        return True
+    if below <= low:
+        return False
+    under, over = values[values < threshold].max(), values[values >= threshold].min()
+    return under + (over - under) * (position - low) < threshold
 
 
 def _pixels(image: Image.Image) -> np.ndarray:
@@ -99,12 +103,17 @@ def _pixels(image: Image.Image) -> np.ndarray:
     return np.frombuffer(image.tobytes(), dtype=np.uint8).reshape(shape)
 
 
-def _brightness_percentiles(pixels: np.ndarray, quantiles: tuple[float, ...]) -> list[float]:
-    """Percentiles of cleanvision's perceived brightness, sqrt(0.241 R^2 + 0.691 G^2 + 0.068 B^2)
-    / 255, over the pixels: ranked on the integer squares, whose order the root keeps."""
-    squares = pixels.reshape(-1, 3).astype(np.int32) ** 2
-    weighted = squares @ np.array([241, 691, 68], dtype=np.int32)  # x1000
-    return [math.sqrt(v / 1000) / 255 for v in _percentiles(weighted, quantiles)]
+def _dark_and_light(pixels: np.ndarray) -> tuple[bool, bool]:
+    """cleanvision's dark and light flags: percentiles of perceived brightness,
+    sqrt(0.241 R^2 + 0.691 G^2 + 0.068 B^2) / 255, against their thresholds, compared on the
+    integer weighted squares, whose order the root keeps."""
+    weighted = pixels.reshape(-1, 3).astype(np.int32) ** 2 @ _BRIGHTNESS_WEIGHTS  # x1000
+    dark = _percentile_below(weighted, 0.99, (DARK_MAX_P99 * 255) ** 2 * 1000)
+    light = not _percentile_below(weighted, 0.05, (LIGHT_MIN_P5 * 255) ** 2 * 1000)
+    return dark, light
+
+
+_BRIGHTNESS_WEIGHTS = np.array([241, 691, 68], dtype=np.int32)
 
 
 def _variance(values: np.ndarray) -> float:
@@ -122,21 +131,13 @@ def _count_spread(histogram: list[int]) -> float:
 
 
 def _edges(gray: np.ndarray) -> np.ndarray:
-    """Pillow's ImageFilter.FIND_EDGES of uint8 pixels, exactly (the 3x3 Laplacian clipped to
-    0..255, the border kept), on the array the other checks read: a third of the filter's cost."""
+    """Pillow's ImageFilter.FIND_EDGES of uint8 pixels, exactly (8 x a pixel less its eight
+    neighbours, clipped to 0..255, the border kept), on the array the other checks read: a
+    third of the filter's cost."""
     pixels = gray.astype(np.int16)
-    centre = pixels[1:-1, 1:-1]
-    neighbours = (
-        pixels[:-2, :-2]
-        + pixels[:-2, 1:-1]
-        + pixels[:-2, 2:]
-        + pixels[1:-1, :-2]
-        + pixels[1:-1, 2:]
-        + pixels[2:, :-2]
-        + pixels[2:, 1:-1]
-        + pixels[2:, 2:]
-    )
-    pixels[1:-1, 1:-1] = np.clip(8 * centre - neighbours, 0, 255)
+    rows = pixels[:, :-2] + pixels[:, 1:-1] + pixels[:, 2:]
+    block = rows[:-2] + rows[1:-1] + rows[2:]  # each inner pixel's 3x3 sum
+    pixels[1:-1, 1:-1] = np.clip(9 * pixels[1:-1, 1:-1] - block, 0, 255)
     return pixels
 
 
@@ -170,10 +171,10 @@ def image_signals(rgb: Image.Image) -> ImageSignals:
     # Bilinear (antialiased) rather than box: the thumbnail's size varies with the image's, and
     # box cells that straddle its pixels differently set a resized copy's grid apart.
     grid = thumb.resize((GRID_SIDE, GRID_SIDE), Image.Resampling.BILINEAR).tobytes()
-    p5, p99 = _brightness_percentiles(_pixels(thumb), (0.05, 0.99))
+    dark, light = _dark_and_light(_pixels(thumb))
     found = {
-        "dark": p99 < DARK_MAX_P99,
-        "light": p5 > LIGHT_MIN_P5,
+        "dark": dark,
+        "light": light,
         "blurry": _blurry(gray),
         "low_information": thumb.entropy() < LOW_INFORMATION_MAX_ENTROPY,
         "odd_aspect_ratio": aspect_ratio_odd(rgb.width, rgb.height),
