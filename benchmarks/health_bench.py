@@ -21,13 +21,13 @@ Measured:
   the (noisy) train split go through data_prep/label_issues.py (cleanlab), as the pipeline's
   eval probabilities do; the share of flipped eval images among the suspects' paths (recall) and
   the share of suspects that were flipped (precision);
-- cost: the ingest's CPU time per further image (its whole process tree, in a child process,
-  best of COST_ROUNDS, on PHOTOS photo-like JPEGs (benchmarks/photo_data.py) less on FEW), against the
-  decode floor (read and decode each file, one process) and against the health signals alone
+- cost: the ingest's CPU time per further image (its whole process tree, in a child process:
+  its run on PHOTOS photo-like JPEGs (benchmarks/photo_data.py) less its run on FEW, best of
+  COST_ROUNDS), with the health signals and without them (each image's left out,
+  benchmarks/ingest_bench.py), the two measured in turns, their ratio the signals' share; beside
+  them the decode floor (read and decode each file, one process) and the health signals alone
   (data_prep/health.py image_signals on each image just decoded, as the ingest runs them), the
-  two timed file by file in the same pass, best of 3 passes; and against the same ingest without
-  the signals (each image's left out, benchmarks/ingest_bench.py), measured the same way in
-  turns with it.
+  two timed file by file in the same pass, best of 3 passes.
 """
 
 from __future__ import annotations
