@@ -106,26 +106,30 @@ def _pixels(image: Image.Image) -> np.ndarray:
 def _dark_and_light(pixels: np.ndarray) -> tuple[bool, bool]:
     """cleanvision's dark and light flags: percentiles of perceived brightness,
     sqrt(0.241 R^2 + 0.691 G^2 + 0.068 B^2) / 255, against their thresholds, compared on the
-    integer weighted squares, whose order the root keeps."""
-    weighted = pixels.reshape(-1, 3).astype(np.int32) ** 2 @ _BRIGHTNESS_WEIGHTS  # x1000
+    weighted squares x 1000 (whole numbers, exact in float64), whose order the root keeps."""
+    squares = pixels.reshape(-1, 3).astype(np.float64)
+    squares *= squares
+    weighted = squares @ _BRIGHTNESS_WEIGHTS
     dark = _percentile_below(weighted, 0.99, (DARK_MAX_P99 * 255) ** 2 * 1000)
     light = not _percentile_below(weighted, 0.05, (LIGHT_MIN_P5 * 255) ** 2 * 1000)
     return dark, light
 
 
-_BRIGHTNESS_WEIGHTS = np.array([241, 691, 68], dtype=np.int32)
+_BRIGHTNESS_WEIGHTS = np.array([241.0, 691.0, 68.0])
 
 
 def _variance(values: np.ndarray) -> float:
-    """Variance of integer values, from exact integer sums."""
-    mean = int(values.sum(dtype=np.int64)) / values.size
-    return int(np.square(values, dtype=np.int32).sum(dtype=np.int64)) / values.size - mean**2
+    """Variance of integer values, from their sum and sum of squares (exact in float64 for
+    a thumbnail's pixels)."""
+    flat = values.ravel().astype(np.float64)
+    mean = flat.sum() / flat.size
+    return float(flat @ flat) / flat.size - mean * mean
 
 
-def _count_spread(histogram: list[int]) -> float:
-    """Standard deviation of a histogram's counts, in plain Python: numpy's per-call cost
-    outweighs 256 bins."""
-    count_mean = sum(histogram) / len(histogram)
+def _count_spread(histogram: list[int], total: int) -> float:
+    """Standard deviation of a histogram's counts (total of them), in plain Python: numpy's
+    per-call cost outweighs 256 bins."""
+    count_mean = total / len(histogram)
     count_variance = sum(map(operator.mul, histogram, histogram)) / len(histogram) - count_mean**2
     return math.sqrt(max(count_variance, 0.0))
 
@@ -146,7 +150,9 @@ def _blurry(gray: Image.Image) -> bool:
     images whose spread is large (so flat but colourful images are not called blurry)."""
     edge_variance = _variance(_edges(_pixels(gray)))
     blur = 1 - math.exp(-math.sqrt(max(edge_variance, 0.0)) * BLUR_NORMALIZING)
-    spread = 1 - math.exp(-_count_spread(gray.histogram()) * BLUR_NORMALIZING)
+    spread = 1 - math.exp(
+        -_count_spread(gray.histogram(), gray.width * gray.height) * BLUR_NORMALIZING
+    )
     if spread <= BLUR_COLOR_THRESHOLD:
         spread = 0.0
     return min(blur + spread, 1.0) < BLURRY_MAX_SCORE
