@@ -276,7 +276,8 @@ def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted
         rgb = ImageOps.contain(rgb, (limits.max_side, limits.max_side), Image.Resampling.LANCZOS)
         conversions.append("downscale")
     width, height = rgb.size
-    # Looked up per call, so the ingest's cost can be measured without it (benchmarks/).
+    # Looked up per call, so the ingest's cost can be measured without it
+    # (benchmarks/ingest_bench.py).
     signals = health.image_signals(rgb)
     if not conversions and _is_contract_format(data, source_format):
         fmt = "jpeg" if source_format in _JPEG_FAMILY else "png"
