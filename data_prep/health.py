@@ -24,7 +24,7 @@ import math
 import operator
 
 import numpy as np
-from PIL import Image, ImageFilter
+from PIL import Image
 
 HASH_SIDE = 32  # phash's input: 32x32 grayscale
 HASH_LOW = 8  # the 8x8 lowest DCT frequencies make the 64 bits
@@ -70,27 +70,33 @@ def _dct_basis() -> np.ndarray:
 
 
 _DCT_LOW = _dct_basis()
-_BIT_WEIGHTS = 1 << np.arange(HASH_LOW * HASH_LOW - 1, -1, -1, dtype=np.uint64)
 
 
 def phash(gray: np.ndarray) -> int:
     """imagehash.phash of a 32x32 grayscale image, as an int: the 8x8 lowest frequencies of its
     2-D DCT, each bit set where the coefficient is above their median."""
-    low = (_DCT_LOW @ gray.astype(np.float64) @ _DCT_LOW.T).ravel()
+    # einsum rather than a matrix product: numpy's own loop, never BLAS (see
+    # _BRIGHTNESS_WEIGHTS).
+    rows = np.einsum("kn,nm->km", _DCT_LOW, gray.astype(np.float64))
+    low = np.einsum("km,jm->kj", rows, _DCT_LOW).ravel()
     middle = np.partition(low, (31, 32))
     bits = low > (middle[31] + middle[32]) / 2
-    return int(np.bitwise_or.reduce(_BIT_WEIGHTS[bits], initial=np.uint64(0)))
+    return int.from_bytes(np.packbits(bits).tobytes(), "big")
 
 
-def _percentiles(values: np.ndarray, quantiles: tuple[float, ...]) -> list[float]:
-    """numpy's default (linear) percentiles, with one partial sort."""
-    positions = [q * (values.size - 1) for q in quantiles]
-    ranks = sorted({math.floor(p) for p in positions} | {math.ceil(p) for p in positions})
-    ordered = np.partition(values, ranks)
-    return [
-        float(ordered[math.floor(p)] + (ordered[math.ceil(p)] - ordered[math.floor(p)]) * (p % 1))
-        for p in positions
-    ]
+def _percentile_below(values: np.ndarray, quantile: float, threshold: float) -> bool:
+    """Whether numpy's default (linear) percentile of the values is below threshold, from one
+    count: the two values around the percentile's position are read only when they straddle
+    the threshold."""
+    position = quantile * (values.size - 1)
+    low, high = math.floor(position), math.ceil(position)
+    below = int(np.count_nonzero(values < threshold))
+    if below > high:
+        return True
+    if below <= low:
+        return False
+    under, over = values[values < threshold].max(), values[values >= threshold].min()
+    return under + (over - under) * (position - low) < threshold
 
 
 def _pixels(image: Image.Image) -> np.ndarray:
@@ -100,34 +106,53 @@ def _pixels(image: Image.Image) -> np.ndarray:
     return np.frombuffer(image.tobytes(), dtype=np.uint8).reshape(shape)
 
 
-def _brightness_percentiles(pixels: np.ndarray, quantiles: tuple[float, ...]) -> list[float]:
-    """Percentiles of cleanvision's perceived brightness, sqrt(0.241 R^2 + 0.691 G^2 + 0.068 B^2)
-    / 255, over the pixels: ranked on the integer squares, whose order the root keeps."""
-    squares = pixels.reshape(-1, 3).astype(np.int32) ** 2
-    weighted = squares @ np.array([241, 691, 68], dtype=np.int32)  # x1000
-    return [math.sqrt(v / 1000) / 255 for v in _percentiles(weighted, quantiles)]
+def _dark_and_light(pixels: np.ndarray) -> tuple[bool, bool]:
+    """cleanvision's dark and light flags: percentiles of perceived brightness,
+    sqrt(0.241 R^2 + 0.691 G^2 + 0.068 B^2) / 255, against their thresholds, compared on the
+    integer weighted squares (x 1000), whose order the root keeps."""
+    weighted = pixels.reshape(-1, 3).astype(np.int32) ** 2 @ _BRIGHTNESS_WEIGHTS
+    dark = _percentile_below(weighted, 0.99, (DARK_MAX_P99 * 255) ** 2 * 1000)
+    light = not _percentile_below(weighted, 0.05, (LIGHT_MIN_P5 * 255) ** 2 * 1000)
+    return dark, light
 
 
-def _histogram_moments(histogram: list[int]) -> tuple[float, float]:
-    """(variance of the values counted, standard deviation of the counts), in plain Python:
-    numpy's per-call cost outweighs 256 bins."""
-    total = sum(histogram)
-    mean = sum(map(operator.mul, histogram, _LEVELS)) / total
-    variance = sum(map(operator.mul, histogram, _SQUARES)) / total - mean**2
+# Integers, so the product is numpy's own loop, never BLAS: a float product over the pixels
+# wakes OpenBLAS's threads in the forked decoder, which then spin (measured: some 0.45 ms of
+# CPU per photo, none of it in the calling thread).
+_BRIGHTNESS_WEIGHTS = np.array([241, 691, 68], dtype=np.int32)
+
+
+def _variance(values: np.ndarray) -> float:
+    """Variance of integer values, from exact integer sums (einsum: numpy's loop, not BLAS)."""
+    flat = values.ravel().astype(np.int64)
+    mean = int(flat.sum()) / flat.size
+    return int(np.einsum("i,i", flat, flat)) / flat.size - mean * mean
+
+
+def _count_spread(histogram: list[int], total: int) -> float:
+    """Standard deviation of a histogram's counts (total of them), in plain Python: numpy's
+    per-call cost outweighs 256 bins."""
     count_mean = total / len(histogram)
     count_variance = sum(map(operator.mul, histogram, histogram)) / len(histogram) - count_mean**2
-    return variance, math.sqrt(max(count_variance, 0.0))
+    return math.sqrt(max(count_variance, 0.0))
 
 
-_LEVELS = range(256)
-_SQUARES = [level * level for level in _LEVELS]
+def _edges(gray: np.ndarray) -> np.ndarray:
+    """Pillow's ImageFilter.FIND_EDGES of uint8 pixels, exactly (8 x a pixel less its eight
+    neighbours, clipped to 0..255, the border kept), in a few array sums: the filter's own
+    call costs more than twice as much on a thumbnail."""
+    pixels = gray.astype(np.int16)
+    rows = pixels[:, :-2] + pixels[:, 1:-1] + pixels[:, 2:]
+    block = rows[:-2] + rows[1:-1] + rows[2:]  # each inner pixel's 3x3 sum
+    pixels[1:-1, 1:-1] = np.clip(9 * pixels[1:-1, 1:-1] - block, 0, 255)
+    return pixels
 
 
 def _blurry(gray: Image.Image) -> bool:
     """cleanvision's blurry score: edge strength, plus the grayscale histogram's spread for
     images whose spread is large (so flat but colourful images are not called blurry)."""
-    edge_variance, _ = _histogram_moments(gray.filter(ImageFilter.FIND_EDGES).histogram())
-    _, histogram_spread = _histogram_moments(gray.histogram())
+    edge_variance = _variance(_edges(_pixels(gray)))
+    histogram_spread = _count_spread(gray.histogram(), gray.width * gray.height)
     blur = 1 - math.exp(-math.sqrt(max(edge_variance, 0.0)) * BLUR_NORMALIZING)
     spread = 1 - math.exp(-histogram_spread * BLUR_NORMALIZING)
     if spread <= BLUR_COLOR_THRESHOLD:
@@ -154,10 +179,10 @@ def image_signals(rgb: Image.Image) -> ImageSignals:
     # Bilinear (antialiased) rather than box: the thumbnail's size varies with the image's, and
     # box cells that straddle its pixels differently set a resized copy's grid apart.
     grid = thumb.resize((GRID_SIDE, GRID_SIDE), Image.Resampling.BILINEAR).tobytes()
-    p5, p99 = _brightness_percentiles(_pixels(thumb), (0.05, 0.99))
+    dark, light = _dark_and_light(_pixels(thumb))
     found = {
-        "dark": p99 < DARK_MAX_P99,
-        "light": p5 > LIGHT_MIN_P5,
+        "dark": dark,
+        "light": light,
         "blurry": _blurry(gray),
         "low_information": thumb.entropy() < LOW_INFORMATION_MAX_ENTROPY,
         "odd_aspect_ratio": aspect_ratio_odd(rgb.width, rgb.height),

@@ -148,6 +148,26 @@ def test_blurry_and_aspect_flags():
     assert "odd_aspect_ratio" in health.image_signals(photo("astronaut", (600, 100))).flags
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_percentile_below_agrees_with_numpy(seed):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 50, int(rng.integers(1, 200)), dtype=np.int32)
+    for quantile in (0.0, 0.05, 0.37, 0.99, 1.0):
+        percentile = float(np.percentile(values, quantile * 100))
+        # Thresholds at, around and between the values, where the two neighbours straddle it.
+        for threshold in (percentile, percentile + 0.25, percentile - 0.25, *range(-1, 51)):
+            expected = percentile < threshold
+            assert health._percentile_below(values, quantile, threshold) == expected
+
+
+def test_edges_equal_pillows_find_edges():
+    rng = np.random.default_rng(0)
+    for height, width in ((1, 1), (2, 5), (3, 3), (47, 63), (64, 9)):
+        pixels = rng.integers(0, 256, (height, width), dtype=np.uint8)
+        expected = np.asarray(Image.fromarray(pixels, "L").filter(ImageFilter.FIND_EDGES))
+        np.testing.assert_array_equal(health._edges(pixels), expected)
+
+
 def test_odd_size_is_far_from_the_dataset():
     sizes = [(400 + 10 * i, 300 + 8 * i) for i in range(12)] + [(4000, 3000)]
     assert health.odd_size_flags(sizes) == [False] * 12 + [True]
