@@ -21,6 +21,7 @@ import pickle
 import resource
 import select
 import signal
+import stat
 import struct
 import threading
 from collections.abc import Callable
@@ -162,6 +163,7 @@ def _serve(function: Callable, bounds: Bounds, requests: int, answers: int) -> N
     # A crash is the parent's to report (as the item's Failure): no traceback dump of its own
     # on a console that faulthandler may hold open.
     faulthandler.disable()
+    _close_inherited_channels(keep={requests, answers})
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to decide
     signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the alarm ends a child whose parent is gone
     _limit_address_space(bounds.memory_bytes)
@@ -186,6 +188,27 @@ def _serve(function: Callable, bounds: Bounds, requests: int, answers: int) -> N
         _write_message(answers, reply)
         if answer[0] == "memory":
             return
+
+
+def _close_inherited_channels(keep: set[int]) -> None:
+    """Closes the pipes and sockets the fork copied from the parent, but for stdio and `keep`.
+    A child holding another end of a pipe or a connection keeps that channel open after its
+    parent closes it: the process on the other side (a browser, a driver waiting for the end of
+    its input, a Beam runner watching its worker's connection) would wait for ever. Files stay
+    open: closing a log file under a handler would cost its lines."""
+    try:
+        descriptors = [int(name) for name in os.listdir("/proc/self/fd")]
+    except FileNotFoundError:  # no /proc: nothing to walk
+        return
+    for fd in descriptors:
+        if fd <= 2 or fd in keep:
+            continue
+        try:
+            kind = os.fstat(fd).st_mode
+        except OSError:  # the listing's own descriptor, closed since
+            continue
+        if stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind):
+            os.close(fd)
 
 
 def _limit_address_space(extra_bytes: int) -> None:

@@ -131,3 +131,25 @@ def test_a_hung_child_whose_parent_died_ends_at_its_alarm():
     while alive(child_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(child_pid)
+
+
+def test_the_child_holds_none_of_its_parents_pipes_or_sockets_but_keeps_its_files(worker, tmp_path):
+    """A pipe's reader sees its end, and a socket's peer the close, when this process closes
+    its side, though the child forked while they were open still lives; files stay open in it."""
+    import socket
+
+    read_end, write_end = os.pipe()
+    near, far = socket.socketpair()
+    with open(tmp_path / "log", "w") as log:
+        child = worker.call("pid")
+        assert child != os.getpid() and alive(child)
+        held = {int(fd) for fd in os.listdir(f"/proc/{child}/fd")}
+        assert write_end not in held and near.fileno() not in held
+        assert log.fileno() in held
+        os.close(write_end)
+        near.close()
+        assert os.read(read_end, 1) == b""  # no writer left anywhere: the end of the pipe
+        assert far.recv(1) == b""  # the connection is closed
+        assert worker.call("pid") == child
+    os.close(read_end)
+    far.close()
