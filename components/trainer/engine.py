@@ -117,6 +117,7 @@ class TrainingEngine:
         examples in a partial batch adds nothing, and under MultiWorkerMirroredStrategy each
         worker reads the batches its auto-shard policy gives it and the metrics are summed over
         workers."""
+        self._agree_on_replica_statistics()
         self.eval_loss.reset_state()
         self.eval_accuracy.reset_state()
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
@@ -131,6 +132,16 @@ class TrainingEngine:
             "accuracy": float(self.eval_accuracy.result()),
             "examples": int(self.eval_loss.count.numpy()),
         }
+
+    def _agree_on_replica_statistics(self) -> None:
+        """Gives every replica the mean of the statistics each kept for itself (BatchNormalization's
+        moving mean and variance, variables synchronized on read): a replica evaluates with its
+        own copy while the export reads the mean, so without this the evaluation would score a
+        model other than the one exported. Under MultiWorkerMirroredStrategy each read is a
+        collective: every worker evaluates."""
+        for variable in self.model.non_trainable_variables:
+            if variable.synchronization == tf.VariableSynchronization.ON_READ:
+                variable.assign(variable.read_value())
 
     def _evaluate(self, iterator):
         def batch(_):

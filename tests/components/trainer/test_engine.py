@@ -31,6 +31,15 @@ def _model_without_batch_norm(seed: int = 0, dtype_policy: str = "float32") -> k
         keras.mixed_precision.set_global_policy(previous)
 
 
+def _model_with_batch_norm(seed: int = 0) -> keras.Model:
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((8, 8, 3))
+    x = keras.layers.Conv2D(4, 3)(inputs)
+    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.GlobalAveragePooling2D()(keras.layers.ReLU()(x))
+    return keras.Model(inputs, keras.layers.Dense(CLASSES, activation="softmax")(x))
+
+
 def _batches(count: int, batch: int = BATCH) -> tf.data.Dataset:
     rng = np.random.default_rng(1)
     images = rng.normal(size=(count * batch, 8, 8, 3)).astype(np.float32)
@@ -210,6 +219,16 @@ for devices in (["/cpu:0"], ["/cpu:0", "/cpu:1"]):
     results[len(devices)] = {"replicas": strategy.num_replicas_in_sync, "losses": losses,
                              "weights": weights, "traces": engine.traces,
                              "evaluation": evaluation, "expected": t._scores(model, images, labels)}
+# Each replica keeps batch-norm statistics of its half; the model read outside the replicas (as
+# the export reads it) has their mean.
+with strategy.scope():
+    model = t._model_with_batch_norm()
+    optimizer = t.keras.optimizers.SGD(0.5)
+    optimizer.build(model.trainable_variables)
+    engine = t.TrainingEngine(model, optimizer, strategy)
+t._train(engine, strategy, t._batches(3), calls=[3])
+results["batch_norm"] = {"evaluation": engine.evaluate(dataset),
+                         "expected": t._scores(model, images, labels)}
 print("RESULTS" + json.dumps(results))
 """
 
@@ -226,7 +245,7 @@ def test_two_replicas_train_like_one_on_the_same_global_batch():
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    one, two = json.loads(result.stdout.split("RESULTS")[-1]).values()
+    one, two, batch_norm = json.loads(result.stdout.split("RESULTS")[-1]).values()
 
     assert (one["replicas"], two["replicas"]) == (1, 2)
     assert one["traces"] == two["traces"] == 1
@@ -238,3 +257,6 @@ def test_two_replicas_train_like_one_on_the_same_global_batch():
     assert two["evaluation"]["loss"] == pytest.approx(two["expected"][0], rel=1e-5)
     assert two["evaluation"]["accuracy"] == pytest.approx(two["expected"][1])
     assert two["evaluation"]["loss"] == pytest.approx(one["evaluation"]["loss"], rel=1e-4)
+    # With batch norm, two replicas evaluate the model as it is exported: the mean statistics.
+    assert batch_norm["evaluation"]["loss"] == pytest.approx(batch_norm["expected"][0], rel=1e-5)
+    assert batch_norm["evaluation"]["accuracy"] == pytest.approx(batch_norm["expected"][1])
