@@ -1,5 +1,5 @@
 """Checkpoints that let a killed training run resume: model weights and optimizer state (its step
-counter, slots and loss scale), every N optimizer steps, written in the background where TF can.
+counter, slots and loss scale), every N optimizer steps, written by the training thread.
 
 Under MultiWorkerMirroredStrategy every worker takes part in saving (reading synchronized
 variables is a collective), but only the chief writes into the checkpoint directory; the others
@@ -41,10 +41,11 @@ class RunCheckpoints:
             checkpoint_interval=every_steps or None,
         )
         self._every_steps = every_steps
-        # Async: the variables are copied, then written by a background thread while training
-        # goes on. The 'checkpoint' state file is updated only once a write is complete, so a kill
-        # during a write leaves the previous checkpoint as the latest.
-        self._options = tf.train.CheckpointOptions(enable_async=True)
+        # Not TensorFlow's async writes: their thread walks the Keras model's layers while training
+        # goes on, and once failed the run on a layer it read half-set ('ReLU' object has no
+        # attribute '_trainable'). The 'checkpoint' state file is updated only once a write is
+        # complete, so a kill during a write leaves the previous checkpoint as the latest.
+        self._options = tf.train.CheckpointOptions()
         self._source = directory
 
     def restore(self) -> int:
