@@ -3,15 +3,14 @@ at the component's end or the next one's start, naming the component it came in;
 library turned into its own error ends it as interrupted too."""
 
 import gc
-import io
-import logging
 import signal
 import weakref
 
 import pytest
 
-from pipeline import console, interrupts
+from pipeline import interrupts
 from pipeline.cli.failures import describe_failure
+from tests.pipeline.test_console import _handler, _log
 
 
 class _Freed:
@@ -26,16 +25,6 @@ def _ctrl_c_while_freeing(number=signal.SIGINT) -> None:
     del freed
     gc.collect()
     assert watch() is None
-
-
-def _handler():
-    out = io.StringIO()
-    shown = console.Console(out)
-    return shown, console._ConsoleHandler(shown), out
-
-
-def _log(handler, message, *args):
-    handler.handle(logging.LogRecord("absl", logging.INFO, __file__, 1, message, args, None))
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
