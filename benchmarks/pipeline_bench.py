@@ -1,15 +1,17 @@
 """Part `pipeline`: what a run costs beyond its training, per component, and how it grows.
 
 `imgpipe run` (a child process, fresh build folder, exactly 2 epochs: no step floor stretching
-the smaller run's, no accuracy floor, every other setting the local preset's) on N and 4N
-photo-like JPEGs. Each component's wall time comes from ML Metadata; the line through the two
-sizes gives its fixed cost (the intercept, seconds) and its cost per image (the slope), shown
-beside the decode floor: the same JPEGs decoded and resized to the model's input size in memory
-on every core, the least any component that looks at the pixels can spend per image. Peak
-memory is the whole process tree's (Beam workers, the serving check's process included).
+the smaller runs', no accuracy floor, every other setting the local preset's) on photo-like
+JPEGs at each size. Each component's wall time comes from ML Metadata; the least-squares line
+through the sizes gives its fixed cost (the intercept, seconds) and its cost per image (the
+slope), shown beside the decode floor: the same JPEGs decoded and resized to the model's input
+size in memory on every core, the least any component that looks at the pixels can spend per
+image. With three sizes or more, the cost per image between each pair of neighbouring sizes
+shows whether a component grows linearly. Peak memory is the whole process tree's (Beam
+workers, the serving check's process included).
 
 Sizes come from the environment, so a quick run is possible while the machine is shared:
-  BENCH_PIPELINE_IMAGES  N (default 2000); the second run has 4N
+  BENCH_PIPELINE_IMAGES  the image counts (default "2000 8000 32000"; at least two)
   BENCH_PIPELINE_EPOCHS  training epochs of each run (default 2)
   BENCH_PIPELINE_BEAM    Beam options of every run, e.g. "--direct_running_mode=multi_processing"
                          (default none: the pipeline chooses by input size)
@@ -17,6 +19,7 @@ Sizes come from the environment, so a quick run is possible while the machine is
 
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
 import shlex
@@ -29,11 +32,14 @@ from benchmarks.photo_data import write_photo_jpegs
 from benchmarks.process_tree import run_measured
 from benchmarks.report import Section, default_section
 
-IMAGES = int(os.environ.get("BENCH_PIPELINE_IMAGES", "2000"))
+IMAGES = sorted(int(n) for n in os.environ.get("BENCH_PIPELINE_IMAGES", "2000 8000 32000").split())
 EPOCHS = int(os.environ.get("BENCH_PIPELINE_EPOCHS", "2"))
 BEAM_ARGS = shlex.split(os.environ.get("BENCH_PIPELINE_BEAM", ""))
 TRAINER = "Trainer"
 PREFIX = "pipeline"
+# A component whose cost per image between the two largest sizes exceeds that between the two
+# smallest by more than this factor is said to grow faster than linearly.
+SUPERLINEAR_FACTOR = 1.5
 # One run per size gives both times and memory, so memory is sampled seldom: each sample costs
 # a core's time (benchmarks/process_tree.py), and the pipeline's peaks (the Trainer, the
 # Evaluator) last seconds.
@@ -113,37 +119,48 @@ def decode_floor_ms(data_dir: str, image_size: int) -> float:
     return 1000 * best / len(encoded)
 
 
+def fit_line(sizes: list[int], seconds: list[float]) -> tuple[float, float]:
+    """The least-squares line through (size, seconds): its intercept (seconds) and slope
+    (milliseconds per image)."""
+    import numpy as np
+
+    slope, intercept = np.polyfit(np.array(sizes, dtype=float), np.array(seconds), 1)
+    return float(intercept), 1000 * float(slope)
+
+
 def run(workdir: str) -> list[dict]:
     from components.trainer.trainer_config import TrainerConfig
 
-    small, large = IMAGES, 4 * IMAGES
+    if len(IMAGES) < 2:
+        raise SystemExit("BENCH_PIPELINE_IMAGES: at least two sizes, e.g. '2000 8000'")
     results = {}
-    for count, seed in ((small, 11), (large, 12)):
-        data = write_photo_jpegs(f"{workdir}/data/photos_{count}", count, seed=seed)
+    for index, count in enumerate(IMAGES):
+        data = write_photo_jpegs(f"{workdir}/data/photos_{count}", count, seed=11 + index)
         results[count] = run_pipeline(data, f"{workdir}/out/pipeline_{count}")
-    floor = decode_floor_ms(f"{workdir}/data/photos_{small}", TrainerConfig().image_size)
+    smallest = IMAGES[0]
+    floor = decode_floor_ms(f"{workdir}/data/photos_{smallest}", TrainerConfig().image_size)
     floor_name = f"{PREFIX}.decode_floor.ms_per_image"
     records = [{"name": floor_name, "value": floor, "unit": "ms/image"}]
-    names = [n for n in results[small]["components"] if n in results[large]["components"]]
+    names = [
+        n
+        for n in results[smallest]["components"]
+        if all(n in r["components"] for r in results.values())
+    ]
     for name in names:
-        at_small, at_large = (results[n]["components"][name] for n in (small, large))
-        slope_ms = 1000 * (at_large - at_small) / (large - small)
+        seconds = [results[count]["components"][name] for count in IMAGES]
         records += [
-            *(
-                {
-                    "name": f"{PREFIX}.{count}.{name}.seconds",
-                    "value": seconds,
-                    "unit": "s",
-                    "component": name,
-                    "images": count,
-                }
-                for count, seconds in ((small, at_small), (large, at_large))
-            ),
             {
-                "name": f"{PREFIX}.{name}.fixed_seconds",
-                "value": at_small - slope_ms * small / 1000,
+                "name": f"{PREFIX}.{count}.{name}.seconds",
+                "value": value,
                 "unit": "s",
-            },
+                "component": name,
+                "images": count,
+            }
+            for count, value in zip(IMAGES, seconds, strict=True)
+        ]
+        fixed, slope_ms = fit_line(IMAGES, seconds)
+        records += [
+            {"name": f"{PREFIX}.{name}.fixed_seconds", "value": fixed, "unit": "s"},
             {
                 "name": f"{PREFIX}.{name}.ms_per_image",
                 "value": slope_ms,
@@ -153,6 +170,19 @@ def run(workdir: str) -> list[dict]:
                 "component": name,
             },
         ]
+        if len(IMAGES) > 2:
+            records += [
+                {
+                    "name": f"{PREFIX}.{name}.ms_per_image_{low}_to_{high}",
+                    "value": 1000 * (at_high - at_low) / (high - low),
+                    "unit": "ms/image",
+                    "interval_of": name,
+                    "interval": [low, high],
+                }
+                for (low, at_low), (high, at_high) in itertools.pairwise(
+                    zip(IMAGES, seconds, strict=True)
+                )
+            ]
     fixed = [
         r
         for r in records
@@ -165,7 +195,7 @@ def run(workdir: str) -> list[dict]:
             "unit": "s",
         }
     )
-    for count in (small, large):
+    for count in IMAGES:
         seconds = results[count]["components"]
         trainer = seconds[TRAINER]
         others = sum(value for node, value in seconds.items() if node != TRAINER)
@@ -187,21 +217,24 @@ def run(workdir: str) -> list[dict]:
                 "baseline": f"{PREFIX}.{count}.{TRAINER}.seconds",
                 "ratio": others / trainer,
             },
-            {
-                "name": f"{PREFIX}.{count}.peak_pss",
-                "value": results[count]["peak_pss_bytes"] / 2**20,
-                "unit": "MiB",
-            },
         ]
-    records[-1].update(
-        baseline=f"{PREFIX}.{small}.peak_pss",
-        ratio=results[large]["peak_pss_bytes"] / results[small]["peak_pss_bytes"],
-    )
+        peak = {
+            "name": f"{PREFIX}.{count}.peak_pss",
+            "value": results[count]["peak_pss_bytes"] / 2**20,
+            "unit": "MiB",
+            "memory_at": count,
+        }
+        if count != smallest:
+            peak.update(
+                baseline=f"{PREFIX}.{smallest}.peak_pss",
+                ratio=results[count]["peak_pss_bytes"] / results[smallest]["peak_pss_bytes"],
+            )
+        records.append(peak)
     return records
 
 
 def chart(records: list[dict], path: str) -> None:
-    """Left: each component's seconds at N and 4N. Right: its cost per image beside the decode
+    """Left: each component's seconds at each size. Right: its cost per image beside the decode
     floor."""
     import matplotlib
 
@@ -212,7 +245,7 @@ def chart(records: list[dict], path: str) -> None:
     timed = [r for r in records if "images" in r]
     sizes = sorted({r["images"] for r in timed})
     components = list(dict.fromkeys(r["component"] for r in timed))
-    per_image = [r for r in records if r["unit"] == "ms/image"]
+    per_image = [r for r in records if r["unit"] == "ms/image" and "interval_of" not in r]
     figure, (left, right) = plt.subplots(1, 2, figsize=(14, 5))
     positions = np.arange(len(components))
     width = 0.8 / max(len(sizes), 1)
@@ -232,7 +265,7 @@ def chart(records: list[dict], path: str) -> None:
         bars,
         [f"{r['value']:.2f}" + (f"\n{r['ratio']:.1f}x" if "ratio" in r else "") for r in per_image],
     )
-    right.set_ylabel("ms per image (slope between the two sizes)")
+    right.set_ylabel("ms per image (least-squares slope over the sizes)")
     right.set_title("marginal cost per image vs the decode floor")
     right.set_xticks(range(len(names)), names, rotation=35, ha="right")
     figure.suptitle("imgpipe run: fixed cost and cost per image of each component")
@@ -242,11 +275,37 @@ def chart(records: list[dict], path: str) -> None:
 
 
 def section(records: list[dict]) -> Section:
-    """The table, and per input size how the other components' time compares with training."""
+    """The table; per input size how the other components' time compares with training; which
+    components grow faster than linearly; and how peak memory grows with the input."""
     notes = [
         f"On {int(record['name'].split('.')[1]):,} images the components other than the "
         f"Trainer take {record['ratio']:.2f}x the Trainer's time."
         for record in records
         if record["name"].endswith(".non_training_seconds") and "ratio" in record
     ]
+    intervals: dict[str, list[dict]] = {}
+    for record in records:
+        if "interval_of" in record:
+            intervals.setdefault(record["interval_of"], []).append(record)
+    for name, found in intervals.items():
+        first, last = found[0], found[-1]
+        if last["value"] > SUPERLINEAR_FACTOR * max(first["value"], 0.0) and last["value"] > 0:
+            notes.append(
+                f"{name} grows faster than linearly: {first['value']:.3g} ms per image between "
+                f"{first['interval'][0]:,} and {first['interval'][1]:,} images, "
+                f"{last['value']:.3g} between {last['interval'][0]:,} and {last['interval'][1]:,}."
+            )
+    if intervals and not any("faster than linearly" in note for note in notes):
+        notes.append(
+            "Every component's cost per image stays within "
+            f"{SUPERLINEAR_FACTOR}x from the smallest sizes to the largest."
+        )
+    memory = [r for r in records if "memory_at" in r]
+    if len(memory) > 1:
+        notes.append(
+            "Peak memory of the whole process tree: "
+            + ", ".join(f"{r['value']:,.0f} MiB at {r['memory_at']:,} images" for r in memory)
+            + f" ({memory[-1]['ratio']:.2f}x for "
+            f"{memory[-1]['memory_at'] / memory[0]['memory_at']:.0f}x the images)."
+        )
     return default_section(__doc__, records, notes=notes)

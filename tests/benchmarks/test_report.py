@@ -129,3 +129,46 @@ def test_ingest_and_pipeline_parts_note_their_headline_ratios():
     assert pipeline_bench.section(pipeline).notes == (
         "On 2,000 images the components other than the Trainer take 1.25x the Trainer's time.",
     )
+
+
+def test_pipeline_part_names_components_that_grow_faster_than_linearly_and_memory_growth():
+    from benchmarks import pipeline_bench
+
+    def interval(name, low, high, value):
+        return {
+            "name": f"pipeline.{name}.ms_per_image_{low}_to_{high}",
+            "value": value,
+            "unit": "ms/image",
+            "interval_of": name,
+            "interval": [low, high],
+        }
+
+    def peak(images, value, ratio=None):
+        record = {"name": f"pipeline.{images}.peak_pss", "value": value, "unit": "MiB"}
+        record["memory_at"] = images
+        return record if ratio is None else {**record, "ratio": ratio}
+
+    pipeline = measured(
+        "pipeline",
+        interval("ImageExampleGen", 2000, 8000, 1.0),
+        interval("ImageExampleGen", 8000, 32000, 1.2),
+        interval("Evaluator", 2000, 8000, 0.5),
+        interval("Evaluator", 8000, 32000, 0.9),
+        peak(2000, 1000.0),
+        peak(32000, 1500.0, ratio=1.5),
+    )
+    assert pipeline_bench.section(pipeline).notes == (
+        "Evaluator grows faster than linearly: 0.5 ms per image between 2,000 and 8,000 images, "
+        "0.9 between 8,000 and 32,000.",
+        "Peak memory of the whole process tree: 1,000 MiB at 2,000 images, 1,500 MiB at 32,000 "
+        "images (1.50x for 16x the images).",
+    )
+
+
+def test_pipeline_line_through_the_sizes_gives_fixed_cost_and_cost_per_image():
+    from benchmarks.pipeline_bench import fit_line
+
+    fixed, per_image_ms = fit_line(
+        [2000, 8000, 32000], [5.0 + 0.002 * n for n in (2000, 8000, 32000)]
+    )
+    assert round(fixed, 6) == 5.0 and round(per_image_ms, 6) == 2.0
