@@ -1,7 +1,8 @@
 """Part `peer`: imgpipe against the script a user would write instead, on the same images.
 
 The same architecture (the default small_cnn at 64x64, batch 64, the Trainer's default epochs)
-trained four ways, each from a fresh process:
+trained four ways, each from a fresh process, on the embedded dataset at its own size (what
+`make run-local` trains on) and on photo-like JPEGs at each size asked for:
   (a) benchmarks/peer_keras_script.py: image_dataset_from_directory, cache(), prefetch(),
       Adam at Keras' default learning rate, model.fit, float32;
   (b) the same script under mixed_bfloat16, only where the CPU computes bfloat16 natively
@@ -19,7 +20,7 @@ Also: the Trainer's training step at 224 px with MobileNetV3Small fed by its inp
 photo shards against the same step fed a synthetic batch in memory (its data-free limit).
 
 Sizes come from the environment:
-  BENCH_PEER_IMAGES    image counts (default "2000"; e.g. "2000 8000")
+  BENCH_PEER_IMAGES    image counts of the photo-like JPEGs (default "2000 8000")
   BENCH_PEER_DATASETS  "embedded photos" (default): the embedded shapes, photo-like JPEGs
   BENCH_PEER_TARGET    the accuracy of "time to accuracy" (default 0.9)
   BENCH_PEER_EPOCHS    epochs of every contender (default: the Trainer's default)
@@ -37,7 +38,7 @@ from benchmarks.pipeline_bench import run_pipeline
 from benchmarks.process_tree import run_measured
 from benchmarks.report import Section, default_section
 
-IMAGES = [int(n) for n in os.environ.get("BENCH_PEER_IMAGES", "2000").split()]
+IMAGES = [int(n) for n in os.environ.get("BENCH_PEER_IMAGES", "2000 8000").split()]
 DATASETS = os.environ.get("BENCH_PEER_DATASETS", "embedded photos").split()
 TARGET = float(os.environ.get("BENCH_PEER_TARGET", "0.9"))
 EPOCHS = os.environ.get("BENCH_PEER_EPOCHS")
@@ -50,6 +51,13 @@ def _epochs() -> int:
     from components.trainer.trainer_config import TrainerConfig
 
     return int(EPOCHS) if EPOCHS else TrainerConfig().epochs
+
+
+def sizes(dataset: str) -> list[int]:
+    """The image counts `dataset` is trained at."""
+    from data_prep.default_dataset import CLASS_NAMES, IMAGES_PER_CLASS
+
+    return [len(CLASS_NAMES) * IMAGES_PER_CLASS] if dataset == "embedded" else IMAGES
 
 
 def dataset_dir(workdir: str, dataset: str, count: int) -> str:
@@ -127,7 +135,7 @@ def synthetic_limit(workdir: str) -> dict[str, dict]:
 def run(workdir: str) -> list[dict]:
     records = []
     for dataset in DATASETS:
-        for count in IMAGES:
+        for count in sizes(dataset):
             found = _contenders(workdir, dataset, count)
             script = found["script_fp32"]
             for name, result in found.items():

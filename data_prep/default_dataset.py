@@ -42,10 +42,14 @@ _MAX_CLUTTER = 3  # distractor lines/dots drawn both before and after the shape
 _MAX_TEXTURE_AMPLITUDE = 60.0
 _MAX_NOISE_SIGMA = 12.0
 _BLUR_PROBABILITY = 0.2
+IMAGES_PER_CLASS = 300  # what `make run-local` trains on: 1,800 images
 
 
 def generate_default_dataset(
-    output_dir: str, images_per_class: int = 300, image_size: int = 96, seed: int = 0
+    output_dir: str,
+    images_per_class: int = IMAGES_PER_CLASS,
+    image_size: int = 96,
+    seed: int = 0,
 ) -> dict[str, int]:
     """Writes the default dataset to `output_dir` and returns the image count per class.
 
@@ -61,7 +65,10 @@ def generate_default_dataset(
 
 @contextlib.contextmanager
 def drawing_default_dataset(
-    output_dir: str, images_per_class: int = 300, image_size: int = 96, seed: int = 0
+    output_dir: str,
+    images_per_class: int = IMAGES_PER_CLASS,
+    image_size: int = 96,
+    seed: int = 0,
 ) -> Iterator[dict[str, int]]:
     """generate_default_dataset, drawn while the caller's block runs: the workers are forked on
     entry and waited for on exit, where the dataset is marked complete. `imgpipe run` imports
