@@ -176,14 +176,17 @@ def _validate_in_child(item: tuple[bytes, ImageLimits]) -> Accepted | Rejected:
     return validate_image(data, limits)
 
 
-def validate_image(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
+def validate_image(
+    data: bytes, limits: ImageLimits, *, with_signals: bool = True
+) -> Accepted | Rejected:
     """Validates and normalizes one image file's bytes; raises only MemoryError (a decode this
     process cannot hold: validate_bounded turns it into a rejection). What C libraries print
-    meanwhile is kept off the console and, for a rejected file, added to its detail."""
+    meanwhile is kept off the console and, for a rejected file, added to its detail. Without
+    signals, an accepted image carries none: for a caller that only needs its encoding again."""
     _ignore_pillow_warnings()
     with capture_native_stderr() as native:
         try:
-            result = _validate(data, limits)
+            result = _validate(data, limits, with_signals)
         except MemoryError:
             raise
         except Exception as error:  # noqa: BLE001  one file's bytes must never stop the job
@@ -194,7 +197,7 @@ def validate_image(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
     return result
 
 
-def _validate(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
+def _validate(data: bytes, limits: ImageLimits, with_signals: bool) -> Accepted | Rejected:
     if not data:
         return Rejected(Reason.EMPTY, "file is empty")
     if len(data) > limits.max_file_bytes:
@@ -234,7 +237,7 @@ def _validate(data: bytes, limits: ImageLimits) -> Accepted | Rejected:
         except Exception as error:  # noqa: BLE001
             reason = Reason.TRUNCATED if "truncat" in str(error).lower() else Reason.CORRUPT
             return Rejected(reason, f"{image.format} decode failed: {error}")
-        return _too_many_pixels(image, limits) or _normalize(data, image, limits)
+        return _too_many_pixels(image, limits) or _normalize(data, image, limits, with_signals)
 
 
 def _too_many_pixels(image: Image.Image, limits: ImageLimits) -> Rejected | None:
@@ -256,7 +259,9 @@ def _bomb(error: Image.DecompressionBombError, limits: ImageLimits, which: str) 
     )
 
 
-def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted | Rejected:
+def _normalize(
+    data: bytes, image: Image.Image, limits: ImageLimits, with_signals: bool
+) -> Accepted | Rejected:
     source_format = image.format
     conversions = []
     orientation = image.getexif().get(_EXIF_ORIENTATION, 1)
@@ -278,7 +283,7 @@ def _normalize(data: bytes, image: Image.Image, limits: ImageLimits) -> Accepted
     width, height = rgb.size
     # Looked up per call, so the ingest's cost can be measured without it
     # (benchmarks/ingest_bench.py).
-    signals = health.image_signals(rgb)
+    signals = health.image_signals(rgb) if with_signals else None
     if not conversions and _is_contract_format(data, source_format):
         fmt = "jpeg" if source_format in _JPEG_FAMILY else "png"
         return Accepted(data, fmt, height, width, source_format, (), signals)

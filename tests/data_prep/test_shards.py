@@ -46,3 +46,22 @@ def test_a_file_changed_since_inspection_stops_the_shard_and_leaves_no_file(tmp_
     with pytest.raises(IngestError, match="changed_during_ingest: .*1.jpg"):
         write_shard(_spec(*planned), {0: "cat"}, ImageLimits(), str(tmp_path / "out"))
     assert not [path for path in (tmp_path / "out").rglob("*") if path.is_file()]
+
+
+def test_a_converted_image_is_encoded_again_without_its_health_signals(tmp_path, monkeypatch):
+    import dataclasses
+
+    from PIL import Image
+
+    from data_prep import health
+
+    rgba = Image.new("RGBA", (32, 24), (200, 30, 30, 128))
+    planned = _planned(tmp_path, "0.png", image_files.encode(rgba, "PNG"))
+    planned = dataclasses.replace(planned, image_format="png", keeps_original_bytes=False)
+
+    def taken_again(rgb):
+        raise AssertionError("the signals were taken at inspection")
+
+    monkeypatch.setattr(health, "image_signals", taken_again)
+    result = write_shard(_spec(planned), {0: "cat"}, ImageLimits(), str(tmp_path / "out"))
+    assert result["examples"] == 1
