@@ -38,8 +38,10 @@ BEAM_ARGS = shlex.split(os.environ.get("BENCH_PIPELINE_BEAM", ""))
 TRAINER = "Trainer"
 PREFIX = "pipeline"
 # A component whose cost per image between the two largest sizes exceeds that between the two
-# smallest by more than this factor is said to grow faster than linearly.
+# smallest by more than this factor is said to grow faster than linearly; one that costs less
+# than MATERIAL_MS_PER_IMAGE between the largest is not judged (its slope is timing noise).
 SUPERLINEAR_FACTOR = 1.5
+MATERIAL_MS_PER_IMAGE = 0.1
 # One run per size gives both times and memory, so memory is sampled seldom: each sample costs
 # a core's time (benchmarks/process_tree.py), and the pipeline's peaks (the Trainer, the
 # Evaluator) last seconds.
@@ -289,7 +291,8 @@ def section(records: list[dict]) -> Section:
             intervals.setdefault(record["interval_of"], []).append(record)
     for name, found in intervals.items():
         first, last = found[0], found[-1]
-        if last["value"] > SUPERLINEAR_FACTOR * max(first["value"], 0.0) and last["value"] > 0:
+        material = last["value"] >= MATERIAL_MS_PER_IMAGE
+        if material and last["value"] > SUPERLINEAR_FACTOR * max(first["value"], 0.0):
             notes.append(
                 f"{name} grows faster than linearly: {first['value']:.3g} ms per image between "
                 f"{first['interval'][0]:,} and {first['interval'][1]:,} images, "
@@ -298,7 +301,8 @@ def section(records: list[dict]) -> Section:
     if intervals and not any("faster than linearly" in note for note in notes):
         notes.append(
             "Every component's cost per image stays within "
-            f"{SUPERLINEAR_FACTOR}x from the smallest sizes to the largest."
+            f"{SUPERLINEAR_FACTOR}x from the smallest sizes to the largest (those costing "
+            f"{MATERIAL_MS_PER_IMAGE} ms per image or more)."
         )
     memory = [r for r in records if "memory_at" in r]
     if len(memory) > 1:

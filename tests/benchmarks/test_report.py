@@ -154,6 +154,8 @@ def test_pipeline_part_names_components_that_grow_faster_than_linearly_and_memor
         interval("ImageExampleGen", 8000, 32000, 1.2),
         interval("Evaluator", 2000, 8000, 0.5),
         interval("Evaluator", 8000, 32000, 0.9),
+        interval("Pusher", 2000, 8000, -0.001),  # a fixed cost: its slopes are noise
+        interval("Pusher", 8000, 32000, 0.002),
         peak(2000, 1000.0),
         peak(32000, 1500.0, ratio=1.5),
     )
