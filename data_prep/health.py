@@ -204,12 +204,29 @@ def odd_size_flags(sizes: list[tuple[int, int]]) -> list[bool]:
     return (np.abs(side - middle) / gap > 0.5).tolist()
 
 
+_POPCOUNT_MASKS = tuple(
+    np.uint64(mask)
+    for mask in (0x5555555555555555, 0x3333333333333333, 0x0F0F0F0F0F0F0F0F, 0x0101010101010101)
+)
+
+
 def _popcount(values: np.ndarray) -> np.ndarray:
-    """Set bits of each uint64 (numpy 1.x has no bitwise_count)."""
-    v = values - ((values >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    v = (v & np.uint64(0x3333333333333333)) + ((v >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    v = (v + (v >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return (v * np.uint64(0x0101010101010101)) >> np.uint64(56)
+    """Set bits of each uint64 (numpy 1.x has no bitwise_count), in place on two arrays: the
+    search calls it on blocks of millions of hash pairs, where each temporary costs."""
+    ones, twos, fours, bytes_sum = _POPCOUNT_MASKS
+    spare = values >> np.uint64(1)
+    spare &= ones
+    counts = values - spare
+    np.right_shift(counts, np.uint64(2), out=spare)
+    spare &= twos
+    counts &= twos
+    counts += spare
+    np.right_shift(counts, np.uint64(4), out=spare)
+    counts += spare
+    counts &= fours
+    counts *= bytes_sum
+    counts >>= np.uint64(56)
+    return counts
 
 
 def _standardized(grids: np.ndarray) -> np.ndarray:
@@ -246,49 +263,54 @@ def _crop_windows() -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     return tuple(windows)
 
 
-def _grid_differences(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """Mean absolute difference of each pair of [pairs, 3, side, side] colour grids, each
-    channel standardized: the least over comparing them as they are and each zoomed in on every
-    crop window (a crop of the other shows what the window does)."""
+def _grids_alike(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Whether each pair of [pairs, 3, side, side] colour grids, each channel standardized,
+    differs by at most GRID_MAX_DIFFERENCE on average, as they are or with either one zoomed in
+    on a crop window (a crop of the other shows what the window does). A pair found alike is
+    not compared again."""
     plain = _standardized(first), _standardized(second)
-    best = np.abs(plain[0] - plain[1]).mean(axis=(1, 2))
+    alike = np.abs(plain[0] - plain[1]).mean(axis=(1, 2)) <= GRID_MAX_DIFFERENCE
+    left = np.nonzero(~alike)[0]
     for rows, columns in _crop_windows():
-        for zoomed, other in ((first, plain[1]), (second, plain[0])):
+        if not left.size:
+            break
+        for zoomed, other in ((first[left], plain[1][left]), (second[left], plain[0][left])):
             difference = _standardized(rows @ zoomed @ columns.T)
             difference -= other
-            best = np.minimum(best, np.abs(difference, out=difference).mean(axis=(1, 2)))
-    return best
+            found = np.abs(difference, out=difference).mean(axis=(1, 2)) <= GRID_MAX_DIFFERENCE
+            alike[left[found]] = True
+        left = left[~alike[left]]
+    return alike
 
 
 def near_duplicate_pairs(
     hashes: list[int], grids: list[bytes], max_distance: int, block: int = 256
 ) -> list[tuple[int, int]]:
     """Every pair (i < j) of near-duplicates: hashes within max_distance bits, then grids alike
-    (_grid_differences). All hash distances in blocks of rows, vectorized (a few seconds at
+    (_grids_alike). All hash distances in blocks of rows, vectorized (a few seconds at
     20,000 images), the grids compared in blocks only for the pairs the hashes leave (some
     0.1 ms each): exact."""
     count = len(hashes)
     if count < 2:
         return []
     values = np.array(hashes, dtype=np.uint64)
-    candidates = []
+    blocks = []
     for start in range(0, count - 1, block):
         rows = values[start : start + block]
         distances = _popcount(rows[:, None] ^ values[None, start + 1 :])
-        for i, j in zip(*np.nonzero(distances <= max_distance), strict=True):
-            first, second = start + int(i), start + 1 + int(j)
-            if first < second:
-                candidates.append((first, second))
+        i, j = np.nonzero(distances <= max_distance)
+        first, second = start + i, start + 1 + j
+        blocks.append(np.stack([first, second], axis=1)[first < second])
+    candidates = np.concatenate(blocks)
     colours = np.frombuffer(b"".join(grids), dtype=np.uint8).reshape(count, GRID_SIDE, GRID_SIDE, 3)
     pairs = []
     for start in range(0, len(candidates), block):
-        index = np.array(candidates[start : start + block])
+        index = candidates[start : start + block]
         first, second = (  # contiguous, so that matmul's stacks go to BLAS
             np.ascontiguousarray(colours[index[:, k]].transpose(0, 3, 1, 2), dtype=np.float32)
             for k in (0, 1)
         )
-        alike = _grid_differences(first, second) <= GRID_MAX_DIFFERENCE
-        pairs += [candidates[start + int(k)] for k in np.nonzero(alike)[0]]
+        pairs += [(int(a), int(b)) for a, b in index[_grids_alike(first, second)]]
     return pairs
 
 
