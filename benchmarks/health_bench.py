@@ -22,12 +22,15 @@ Measured:
   eval probabilities do; the share of flipped eval images among the suspects' paths (recall) and
   the share of suspects that were flipped (precision);
 - cost: the ingest's CPU time per further image (its whole process tree, in a child process:
-  its run on PHOTOS photo-like JPEGs (benchmarks/photo_data.py) less its run on FEW, best of
-  COST_ROUNDS), with the health signals and without them (each image's left out,
-  benchmarks/ingest_bench.py), the two measured in turns, their ratio the signals' share; beside
-  them the decode floor (read and decode each file, one process) and the health signals alone
-  (data_prep/health.py image_signals on each image just decoded, as the ingest runs them), the
-  two timed file by file in the same pass, best of 3 passes.
+  its run on PHOTOS photo-like JPEGs (benchmarks/photo_data.py) less its run on FEW), with the
+  health signals and without them (each image's left out, benchmarks/ingest_bench.py). Each of
+  COST_ROUNDS rounds runs the four in turn and gives one ratio with/without; the figures are
+  the rounds' medians, with the lowest and highest ratio beside them (a whole process's CPU
+  time varies by a second or more from run to run here, as much as the signals cost, so one
+  round, or the least of several, decides nothing). Beside them the decode floor (read and
+  decode each file, one process) and the health signals alone (data_prep/health.py
+  image_signals on each image just decoded, as the ingest runs them), the two timed file by
+  file in the same pass, best of 3 passes.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import json
 import os
 import posixpath
 import shutil
+import statistics
 import time
 
 from benchmarks.charts import share_bars
@@ -53,7 +57,7 @@ COPY_KINDS = ("reencoded", "resized", "cropped", "brightened")
 # counts) stays small beside the images' own cost.
 PHOTOS = 1500
 FEW = 14
-COST_ROUNDS = 5
+COST_ROUNDS = 9
 INGESTS = ("beam", "beam_without_health")  # benchmarks/ingest_bench.py's contenders
 SEED = 0
 # Two scans whose pixels differ by at most this on average (of 16) are near-identical in the
@@ -220,17 +224,22 @@ def _cost(workdir: str) -> dict:
     folders = {
         count: write_photo_jpegs(f"{workdir}/photos_{count}", count) for count in (PHOTOS, FEW)
     }
-    cpu = {(contender, count): [] for contender in INGESTS for count in folders}
+    rounds = []
     for _ in range(COST_ROUNDS):  # in turns, so a change in the machine's load falls on all
-        for contender, count in cpu:
-            output = f"{workdir}/photos_{count}_{contender}"
-            cpu[contender, count].append(
-                _measure(contender, folders[count], output, memory=False)["cpu_s"]
-            )
-    ingest = {
-        contender: (min(cpu[contender, PHOTOS]) - min(cpu[contender, FEW])) / (PHOTOS - FEW)
-        for contender in INGESTS
-    }
+        cpu = {
+            (contender, count): _measure(
+                contender, folder, f"{workdir}/photos_{count}_{contender}", memory=False
+            )["cpu_s"]
+            for contender in INGESTS
+            for count, folder in folders.items()
+        }
+        rounds.append(
+            {
+                contender: (cpu[contender, PHOTOS] - cpu[contender, FEW]) / (PHOTOS - FEW)
+                for contender in INGESTS
+            }
+        )
+    ratios = sorted(r["beam"] / r["beam_without_health"] for r in rounds)
     files = sorted(glob.glob(os.path.join(folders[PHOTOS], "*", "*.jpg")))
 
     def decode_then_signals() -> tuple[float, float]:
@@ -250,12 +259,13 @@ def _cost(workdir: str) -> dict:
             )
         return decode_s, signals_s
 
-    runs = [decode_then_signals() for _ in range(3)]  # best of 3, as the ingest's figure
+    runs = [decode_then_signals() for _ in range(3)]  # best of 3: both within one process
     decode_s, signals_s = (min(run[k] for run in runs) for k in (0, 1))
     per_image = 1000.0 / len(files)
     return {
-        "ingest": ingest["beam"] * 1000.0,
-        "without_health": ingest["beam_without_health"] * 1000.0,
+        "ingest": statistics.median(r["beam"] for r in rounds) * 1000.0,
+        "without_health": statistics.median(r["beam_without_health"] for r in rounds) * 1000.0,
+        "ratios": ratios,
         "decode": decode_s * per_image,
         "signals": signals_s * per_image,
     }
@@ -373,8 +383,11 @@ def run(output_dir: str) -> list[dict]:
         },
         {
             "name": "health.cost.ingest_vs_without_health",
-            "value": cost["ingest"] / cost["without_health"],
+            "value": statistics.median(cost["ratios"]),
             "unit": "x",
+            "lowest": cost["ratios"][0],
+            "highest": cost["ratios"][-1],
+            "rounds": len(cost["ratios"]),
         },
     ]
     with open(os.path.join(workdir, "injected.json"), "w") as handle:
@@ -388,6 +401,13 @@ def chart(records: list[dict], path: str) -> None:
     shares = [r for r in records if r["unit"] in ("share", "accuracy")]
     share_bars(
         shares, "health.", "digits with injected near-duplicates and flipped labels", path, width=10
+    )
+
+
+def _cost_note(ratio: dict) -> str:
+    return (
+        f"ingest cost with/without the signals: median of {ratio['rounds']} rounds "
+        f"{ratio['value']:.2f}x, the rounds from {ratio['lowest']:.2f}x to {ratio['highest']:.2f}x"
     )
 
 
@@ -405,6 +425,7 @@ def section(records: list[dict]) -> Section:
         "images; eval probabilities from a logistic regression on 16x16 pixels",
         "eval accuracy: a 1-nearest-neighbour classifier on 16x16 pixels, which memorizes: "
         "a near-duplicate of an eval image in train raises it",
+        _cost_note(by_name["cost.ingest_vs_without_health"]),
     )
     return Section(
         "Data health: near-duplicates, leak-free splits, label errors, cost",

@@ -174,3 +174,13 @@ def test_pipeline_line_through_the_sizes_gives_fixed_cost_and_cost_per_image():
         [2000, 8000, 32000], [5.0 + 0.002 * n for n in (2000, 8000, 32000)]
     )
     assert round(fixed, 6) == 5.0 and round(per_image_ms, 6) == 2.0
+
+
+def test_health_part_gives_the_cost_ratio_as_a_median_with_its_spread():
+    from benchmarks.health_bench import _cost_note
+
+    ratio = {"value": 1.4, "lowest": 0.98, "highest": 1.73, "rounds": 9}
+    assert _cost_note(ratio) == (
+        "ingest cost with/without the signals: median of 9 rounds 1.40x, the rounds from "
+        "0.98x to 1.73x"
+    )
