@@ -180,7 +180,7 @@ def test_health_part_gives_the_cost_ratio_as_a_median_with_its_spread():
     from benchmarks.health_bench import _cost_note
 
     ratio = {"value": 1.4, "lowest": 0.98, "highest": 1.73, "rounds": 9}
-    assert _cost_note(ratio) == (
-        "ingest cost with/without the signals: median of 9 rounds 1.40x, the rounds from "
-        "0.98x to 1.73x"
+    assert _cost_note(ratio, 2.0, 1.6) == (
+        "ingest cost with/without the signals: median of 9 rounds' ratios 1.40x, the rounds from "
+        "0.98x to 1.73x; the ratio of the median costs 1.25x"
     )
