@@ -289,16 +289,19 @@ def section(records: list[dict]) -> Section:
     for record in records:
         if "interval_of" in record:
             intervals.setdefault(record["interval_of"], []).append(record)
-    for name, found in intervals.items():
-        first, last = found[0], found[-1]
-        material = last["value"] >= MATERIAL_MS_PER_IMAGE
-        if material and last["value"] > SUPERLINEAR_FACTOR * max(first["value"], 0.0):
-            notes.append(
-                f"{name} grows faster than linearly: {first['value']:.3g} ms per image between "
-                f"{first['interval'][0]:,} and {first['interval'][1]:,} images, "
-                f"{last['value']:.3g} between {last['interval'][0]:,} and {last['interval'][1]:,}."
-            )
-    if intervals and not any("faster than linearly" in note for note in notes):
+    growing = [
+        (name, found[0], found[-1])
+        for name, found in intervals.items()
+        if found[-1]["value"] >= MATERIAL_MS_PER_IMAGE
+        and found[-1]["value"] > SUPERLINEAR_FACTOR * max(found[0]["value"], 0.0)
+    ]
+    notes += [
+        f"{name} grows faster than linearly: {first['value']:.3g} ms per image between "
+        f"{first['interval'][0]:,} and {first['interval'][1]:,} images, "
+        f"{last['value']:.3g} between {last['interval'][0]:,} and {last['interval'][1]:,}."
+        for name, first, last in growing
+    ]
+    if intervals and not growing:
         notes.append(
             "Every component's cost per image stays within "
             f"{SUPERLINEAR_FACTOR}x from the smallest sizes to the largest (those costing "
