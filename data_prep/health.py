@@ -283,20 +283,30 @@ def _grids_alike(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return alike
 
 
+# Hash distances computed at once: each of the search's temporaries holds this many uint64s
+# (16 MiB), so its memory stays the same whatever the number of images.
+HASH_BLOCK_PAIRS = 2**21
+
+
 def near_duplicate_pairs(
-    hashes: list[int], grids: list[bytes], max_distance: int, block: int = 256
+    hashes: list[int],
+    grids: list[bytes],
+    max_distance: int,
+    block: int = 256,
+    hash_block_pairs: int = HASH_BLOCK_PAIRS,
 ) -> list[tuple[int, int]]:
     """Every pair (i < j) of near-duplicates: hashes within max_distance bits, then grids alike
-    (_grids_alike). All hash distances in blocks of rows, vectorized (a few seconds at
-    20,000 images), the grids compared in blocks only for the pairs the hashes leave (some
-    0.1 ms each): exact."""
+    (_grids_alike). All hash distances in blocks of rows (hash_block_pairs distances a block),
+    vectorized (a few seconds at 20,000 images), the grids compared in blocks of `block` pairs
+    only for the pairs the hashes leave (some 0.1 ms each): exact."""
     count = len(hashes)
     if count < 2:
         return []
     values = np.array(hashes, dtype=np.uint64)
     blocks = []
-    for start in range(0, count - 1, block):
-        rows = values[start : start + block]
+    rows_per_block = max(1, hash_block_pairs // count)
+    for start in range(0, count - 1, rows_per_block):
+        rows = values[start : start + rows_per_block]
         distances = _popcount(rows[:, None] ^ values[None, start + 1 :])
         i, j = np.nonzero(distances <= max_distance)
         first, second = start + i, start + 1 + j

@@ -120,7 +120,10 @@ def test_pairs_across_blocks_are_all_found():
     hashes = [int(h) for h in rng.integers(0, 2**62, 300, dtype=np.int64)]
     hashes[250] = hashes[3] ^ 0b111  # 3 bits apart, in different blocks
     grids = [bytes(3 * health.GRID_SIDE**2)] * 300
-    assert (3, 250) in health.near_duplicate_pairs(hashes, grids, max_distance=5, block=64)
+    found = health.near_duplicate_pairs(
+        hashes, grids, max_distance=5, block=64, hash_block_pairs=64 * 300
+    )
+    assert (3, 250) in found
 
 
 def test_clusters_are_connected_groups():
