@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from data_prep.runtime.fork_memory import share_parent_memory_with_forked_children
+
 _PARENT_CHECK_S = 0.5
 
 
@@ -82,6 +84,7 @@ def _end_with(parent: int) -> None:
 
 
 os.register_at_fork(after_in_child=_forget_pools)
+share_parent_memory_with_forked_children()
 
 
 def _submit(workers: int, function: Callable, args: tuple) -> Future:

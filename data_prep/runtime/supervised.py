@@ -26,6 +26,8 @@ import struct
 import threading
 from collections.abc import Callable
 
+from data_prep.runtime.fork_memory import share_parent_memory_with_forked_children
+
 DECODER_MEMORY = "decoder_memory"
 DECODE_TIMEOUT = "decode_timeout"
 DECODER_CRASHED = "decoder_crashed"
@@ -303,3 +305,4 @@ def _forget_in_forked_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_forked_child)
+share_parent_memory_with_forked_children()
