@@ -8,7 +8,8 @@ slope), shown beside the decode floor: the same JPEGs decoded and resized to the
 size in memory on every core, the least any component that looks at the pixels can spend per
 image. With three sizes or more, the cost per image between each pair of neighbouring sizes
 shows whether a component grows linearly. Peak memory is the whole process tree's (Beam
-workers, the serving check's process included).
+workers, the serving check's process included), sampled each second; what a component adds is
+the largest sample while it ran less the last one before it started.
 
 Sizes come from the environment, so a quick run is possible while the machine is shared:
   BENCH_PIPELINE_IMAGES  the image counts (default "2000 8000 32000"; at least two)
@@ -79,13 +80,24 @@ def run_pipeline(data_dir: str, build_dir: str, settings: list[str] | None = Non
     if finished.returncode != 0:
         raise RuntimeError(f"imgpipe run on {data_dir} exited {finished.returncode}")
     config = local_preset(data_dir, build_dir)
-    [run] = list_runs(open_store(config.metadata_path), config.name, limit=1)
+    store = open_store(config.metadata_path)
+    [run] = list_runs(store, config.name, limit=1)
+    ran = [c for c in run.components if c.state == "ran"]
+    executions = {e.id: e for e in store.get_executions_by_id([c.execution_id for c in ran])}
+    intervals = {
+        c.node: (
+            executions[c.execution_id].create_time_since_epoch / 1000,
+            executions[c.execution_id].last_update_time_since_epoch / 1000,
+        )
+        for c in ran
+    }
     return {
         "wall_s": finished.seconds,
         # PSS: ImageExampleGen's forked children share most of the pipeline process's pages,
         # which the RSS sum would count once per child.
         "peak_pss_bytes": finished.peak_pss_bytes,
-        "components": {c.node: c.seconds for c in run.components if c.state == "ran"},
+        "components_added_pss_bytes": memory_added(finished.pss_samples, intervals),
+        "components": {c.node: c.seconds for c in ran},
         # What the user waits for outside every component: before the first one starts (the
         # imports of TensorFlow, Beam and TFX, the input's snapshot, the pipeline's compile) and
         # after the last one ends (the summary, the run report).
@@ -93,6 +105,26 @@ def run_pipeline(data_dir: str, build_dir: str, settings: list[str] | None = Non
         "eval_accuracy": run.eval_accuracy,
         "training": run.training_performance or {},
     }
+
+
+def memory_added(
+    samples: tuple[tuple[float, int], ...], intervals: dict[str, tuple[float, float]]
+) -> dict[str, int]:
+    """What each component added to the tree's memory: its largest sample while it ran (between
+    its start and end, seconds since the epoch) less the lowest from the last sample before it
+    started up to that peak (a previous component's process may still have been alive in the
+    sample before). Components run one at a time, mostly in the run's own process, which seldom
+    gives memory back, so the tree's peak while a component runs reflects the ones before it;
+    the addition is the component's own. A component shorter than the sampling interval, or one
+    that starts before the first sample, has none."""
+    added = {}
+    for name, (start, end) in intervals.items():
+        before = [pss for at, pss in samples if at < start]
+        inside = [pss for at, pss in samples if start <= at <= end]
+        if before and inside:
+            peak = max(range(len(inside)), key=inside.__getitem__)
+            added[name] = inside[peak] - min(before[-1], *inside[: peak + 1])
+    return added
 
 
 def decode_floor_ms(data_dir: str, image_size: int) -> float:
@@ -232,6 +264,39 @@ def run(workdir: str) -> list[dict]:
                 ratio=results[count]["peak_pss_bytes"] / results[smallest]["peak_pss_bytes"],
             )
         records.append(peak)
+    from data_prep.runtime import running_mode
+    from data_prep.runtime.cores import usable_cores
+
+    for count in IMAGES:
+        # As the pipeline decides it (pipeline/runners/beam_options.py): the memory its Beam
+        # components add depends on it.
+        resolved = running_mode.with_running_mode(
+            tuple(BEAM_ARGS), count, running_mode.IN_PROCESS_MAX_FILES
+        )
+        records.append(
+            {
+                "name": f"{PREFIX}.{count}.beam_worker_processes",
+                "value": usable_cores() if running_mode.ONE_WORKER_PER_CORE[0] in resolved else 0,
+                "unit": "processes",
+                "workers_at": count,
+            }
+        )
+    sampled = [
+        name
+        for name in results[smallest]["components_added_pss_bytes"]
+        if all(name in r["components_added_pss_bytes"] for r in results.values())
+    ]
+    records += [
+        {
+            "name": f"{PREFIX}.{count}.{name}.added_pss",
+            "value": results[count]["components_added_pss_bytes"][name] / 2**20,
+            "unit": "MiB",
+            "added_by": name,
+            "added_at": count,
+        }
+        for name in sampled
+        for count in IMAGES
+    ]
     return records
 
 
@@ -315,4 +380,47 @@ def section(records: list[dict]) -> Section:
             + f" ({memory[-1]['ratio']:.2f}x for "
             f"{memory[-1]['memory_at'] / memory[0]['memory_at']:.0f}x the images)."
         )
+    notes += _component_memory_notes([r for r in records if "added_by" in r])
+    notes += _running_mode_notes([r for r in records if "workers_at" in r])
     return default_section(__doc__, records, notes=notes)
+
+
+def _component_memory_notes(added: list[dict]) -> list[str]:
+    """Which component adds the most memory at the largest size, and whose addition grows
+    most from the smallest size to the largest."""
+    if not added:
+        return []
+    sizes = sorted({r["added_at"] for r in added})
+    small, large = sizes[0], sizes[-1]
+    at = {(r["added_by"], r["added_at"]): r["value"] for r in added}
+    names = list(dict.fromkeys(r["added_by"] for r in added))
+    most = max(names, key=lambda name: at[name, large])
+    notes = [f"At {large:,} images {most} adds the most memory: {at[most, large]:,.0f} MiB."]
+    if small != large:
+        grower = max(names, key=lambda name: at[name, large] - at[name, small])
+        notes.append(
+            f"What {grower} adds grows most: {at[grower, small]:,.0f} MiB at {small:,} images, "
+            f"{at[grower, large]:,.0f} MiB at {large:,}."
+        )
+    return notes
+
+
+def _running_mode_notes(workers: list[dict]) -> list[str]:
+    """Where the Beam components left the run's process for worker processes of their own."""
+    in_process = [r["workers_at"] for r in workers if not r["value"]]
+    apart = [r for r in workers if r["value"]]
+    if not (in_process and apart):
+        return []
+    return [
+        "The Beam components ran in the run's own process at "
+        + _sizes(in_process)
+        + f" images and in {apart[0]['value']:.0f} worker processes at "
+        + _sizes([r["workers_at"] for r in apart])
+        + ": the memory StatisticsGen, Transform and Evaluator add there includes those "
+        "processes, each of which imports TensorFlow."
+    ]
+
+
+def _sizes(sizes: list[int]) -> str:
+    named = [f"{size:,}" for size in sizes]
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]

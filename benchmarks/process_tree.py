@@ -55,6 +55,9 @@ class Finished:
     # times the parent's memory in RSS.
     peak_pss_bytes: int
     cpu_seconds: float  # user + system of the child and the descendants it waited for
+    # Every memory sample as (seconds since the epoch, summed PSS): which part of the job held
+    # the peak. Empty when memory was not sampled.
+    pss_samples: tuple[tuple[float, int], ...] = ()
 
 
 def run_measured(command: list[str], sample_every_s: float | None = None) -> Finished:
@@ -65,6 +68,7 @@ def run_measured(command: list[str], sample_every_s: float | None = None) -> Fin
     started = time.perf_counter()
     child = psutil.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     peak = peak_pss = 0
+    samples = []
     wait_options = 0 if sample_every_s is None else os.WNOHANG
     while True:
         pid, status, usage = os.wait4(child.pid, wait_options)
@@ -73,7 +77,9 @@ def run_measured(command: list[str], sample_every_s: float | None = None) -> Fin
         try:
             tree = [p for p in (child, *child.children(recursive=True)) if p.is_running()]
             peak = max(peak, sum(p.memory_info().rss for p in tree))
-            peak_pss = max(peak_pss, sum(p.memory_full_info().pss for p in tree))
+            pss = sum(p.memory_full_info().pss for p in tree)
+            samples.append((time.time(), pss))
+            peak_pss = max(peak_pss, pss)
         except psutil.Error:
             pass
         time.sleep(sample_every_s)
@@ -85,4 +91,5 @@ def run_measured(command: list[str], sample_every_s: float | None = None) -> Fin
         peak,
         peak_pss,
         usage.ru_utime + usage.ru_stime,
+        tuple(samples),
     )

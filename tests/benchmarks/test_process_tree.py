@@ -41,3 +41,13 @@ def test_orphaned_descendants_are_reaped_by_the_contender_before_it_exits(tmp_pa
     # Written before run_measured returned: the contender waited for the grandchild.
     assert written.read_text() == contender
     assert int(contender) != os.getpid()
+
+
+def test_sampled_memory_comes_with_the_time_of_each_sample():
+    finished = run_measured(
+        [sys.executable, "-c", "import time; time.sleep(0.5)"], sample_every_s=0.05
+    )
+    assert finished.pss_samples
+    times = [at for at, _ in finished.pss_samples]
+    assert times == sorted(times)
+    assert max(pss for _, pss in finished.pss_samples) == finished.peak_pss_bytes > 0

@@ -167,6 +167,77 @@ def test_pipeline_part_names_components_that_grow_faster_than_linearly_and_memor
     )
 
 
+def test_pipeline_part_names_the_component_adding_most_memory_and_the_one_growing_most():
+    from benchmarks import pipeline_bench
+
+    def added(name, images, value):
+        return {
+            "name": f"pipeline.{images}.{name}.added_pss",
+            "value": value,
+            "unit": "MiB",
+            "added_by": name,
+            "added_at": images,
+        }
+
+    pipeline = measured(
+        "pipeline",
+        added("ImageExampleGen", 2000, 50.0),
+        added("ImageExampleGen", 32000, 400.0),
+        added("Trainer", 2000, 300.0),
+        added("Trainer", 32000, 500.0),
+    )
+    assert pipeline_bench.section(pipeline).notes == (
+        "At 32,000 images Trainer adds the most memory: 500 MiB.",
+        "What ImageExampleGen adds grows most: 50 MiB at 2,000 images, 400 MiB at 32,000.",
+    )
+
+
+def test_pipeline_part_says_where_the_beam_components_left_the_run_process():
+    from benchmarks import pipeline_bench
+
+    def workers(images, value):
+        return {
+            "name": f"pipeline.{images}.beam_worker_processes",
+            "value": value,
+            "unit": "processes",
+            "workers_at": images,
+        }
+
+    pipeline = measured("pipeline", workers(2000, 0), workers(8000, 0), workers(32000, 2))
+    assert pipeline_bench.section(pipeline).notes == (
+        "The Beam components ran in the run's own process at 2,000 and 8,000 images and in 2 "
+        "worker processes at 32,000: the memory StatisticsGen, Transform and Evaluator add there "
+        "includes those processes, each of which imports TensorFlow.",
+    )
+    assert pipeline_bench.section(measured("pipeline", workers(2000, 0))).notes == ()
+
+
+def test_a_component_adds_its_peak_less_the_lowest_sample_before_that_peak():
+    from benchmarks.pipeline_bench import memory_added
+
+    samples = (
+        (10.0, 100),
+        (11.0, 500),
+        (12.0, 300),
+        (13.0, 700),
+        (14.0, 200),
+        (15.0, 900),  # the serving check's process, still alive in the sample before the Evaluator
+        (16.0, 400),
+        (17.0, 600),
+    )
+    added = memory_added(
+        samples,
+        {
+            "Before": (9.0, 10.5),  # no sample before it started
+            "Ingest": (10.5, 12.5),
+            "Trainer": (12.5, 14.5),  # its memory drops after its peak
+            "Pusher": (14.6, 14.8),  # ran between two samples
+            "Evaluator": (15.5, 17.5),
+        },
+    )
+    assert added == {"Ingest": 400, "Trainer": 400, "Evaluator": 200}
+
+
 def test_pipeline_line_through_the_sizes_gives_fixed_cost_and_cost_per_image():
     from benchmarks.pipeline_bench import fit_line
 
