@@ -14,6 +14,8 @@ from pipeline.runners.local import open_store
 from tests.pipeline.tiny_pipeline import LABELS
 from tests.pipeline.two_run_store import ACCEPTED
 
+pytestmark = pytest.mark.slow  # every test reads the shared two-run store: two pipeline runs
+
 
 def test_the_newest_ingest_is_the_pipelines_examples_with_their_shards_and_classes(two_runs):
     dataset = audit_record.newest_ingest(two_runs.store, two_runs.config.name)
@@ -29,7 +31,6 @@ def test_a_pipeline_that_never_ingested_has_nothing_to_audit(two_runs):
         audit_record.newest_ingest(two_runs.store, "other")
 
 
-@pytest.mark.slow
 def test_audit_of_the_store_records_a_data_health_made_from_the_newest_examples(
     two_runs, tmp_path, capfd
 ):
