@@ -52,12 +52,14 @@ help:
 
 setup: $(STAMP)
 
+# Installs print pip's errors only: its warnings (a machine's pip configuration) and the build
+# backend's notices (setuptools on editable installs) are not a user's to act on.
 $(STAMP): pyproject.toml constraints.txt
 	@test -n "$(PYTHON)" || { echo "error: python3.10 not found; pass PYTHON=/path/to/python3.10" >&2; exit 1; }
 	@echo "building $(VENV) with $(PYTHON)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade "pip==$(PIP_VERSION)"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	@$(BIN)/python -m pip install --quiet --quiet --upgrade "pip==$(PIP_VERSION)"
+	@$(BIN)/python -m pip install --quiet --quiet -c constraints.txt -e ".[dev]"
 	@touch $(STAMP)
 
 test: $(STAMP)
@@ -76,11 +78,11 @@ lint: $(STAMP)
 DECISIONS = $(shell $(BIN)/python -c "from pipeline.exit_codes import NOT_PUSHED, GATE_STOPPED; print(NOT_PUSHED, GATE_STOPPED)" 2>/dev/null)
 
 run-local: $(STAMP)
-	$(BIN)/imgpipe run --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") $(foreach s,$(SET),--set $(s)); \
+	@$(BIN)/imgpipe run --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") $(foreach s,$(SET),--set $(s)); \
 		status=$$?; for decision in $(DECISIONS); do [ $$status -eq $$decision ] && exit 0; done; exit $$status
 
 run-local-cluster: $(STAMP)
-	$(BIN)/imgpipe run --runner local-cluster --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") $(foreach s,$(SET),--set $(s)); \
+	@$(BIN)/imgpipe run --runner local-cluster --build-dir $(BUILD) $(if $(strip $(DATA)),--data "$(DATA)") $(foreach s,$(SET),--set $(s)); \
 		status=$$?; for decision in $(DECISIONS); do [ $$status -eq $$decision ] && exit 0; done; exit $$status
 
 # The benchmarks' console shows their results: TensorFlow's C++ start-up lines and the Google
@@ -99,8 +101,8 @@ $(ORCH_STAMP): pyproject.toml constraints-orchestrators.txt
 	@test -n "$(PYTHON)" || { echo "error: python3.10 not found; pass PYTHON=/path/to/python3.10" >&2; exit 1; }
 	@echo "building $(ORCH_VENV) with $(PYTHON)"
 	@test -x $(ORCH_BIN)/python || $(PYTHON) -m venv $(ORCH_VENV)
-	$(ORCH_BIN)/python -m pip install --quiet --upgrade "pip==$(PIP_VERSION)"
-	$(ORCH_BIN)/python -m pip install --quiet -c constraints-orchestrators.txt -e . \
+	@$(ORCH_BIN)/python -m pip install --quiet --quiet --upgrade "pip==$(PIP_VERSION)"
+	@$(ORCH_BIN)/python -m pip install --quiet --quiet -c constraints-orchestrators.txt -e . \
 		apache-airflow apache-airflow-providers-fab kfp-pipeline-spec pytest pytest-timeout
 	@touch $(ORCH_STAMP)
 
