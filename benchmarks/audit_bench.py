@@ -52,7 +52,7 @@ def _dataset(folder: str) -> list[str]:
 
 def _audit(folder: str, build_dir: str) -> tuple[dict, float, str]:
     """`imgpipe audit` in its own process: its health.json, its wall seconds, its report folder."""
-    from components.data_health import read_health
+    from components.validation.data_health import read_health
 
     command = [sys.executable, "-m", "pipeline.cli", "audit", "--data", folder]
     command += ["--build-dir", build_dir, "--folds", str(FOLDS)]
@@ -66,7 +66,7 @@ def _audit(folder: str, build_dir: str) -> tuple[dict, float, str]:
 
 
 def run(output_dir: str) -> list[dict]:
-    from data_prep.ingest_outputs import IngestOutputs, read_source_index
+    from data_prep.writing.ingest_outputs import IngestOutputs, read_source_index
 
     workdir = os.path.join(output_dir, "audit")
     folder = os.path.join(workdir, "shapes")

@@ -18,7 +18,7 @@ Measured:
 - eval accuracy of a 1-nearest-neighbour classifier on 16x16 pixels, trained on train, scored on
   eval, with each split: a model that memorizes, so a leaky eval split shows as a higher figure;
 - label errors: the eval split's out-of-sample probabilities of a logistic regression trained on
-  the (noisy) train split go through data_prep/label_issues.py (cleanlab), as the pipeline's
+  the (noisy) train split go through data_prep/quality/label_issues.py (cleanlab), as the pipeline's
   eval probabilities do; the share of flipped eval images among the suspects' paths (recall) and
   the share of suspects that were flipped (precision);
 - cost: the ingest's CPU time per further image (its whole process tree, in a child process:
@@ -28,7 +28,7 @@ Measured:
   the rounds' medians, with the lowest and highest ratio beside them (a whole process's CPU
   time varies by a second or more from run to run here, as much as the signals cost, so one
   round, or the least of several, decides nothing). Beside them the decode floor (read and
-  decode each file, one process) and the health signals alone (data_prep/health.py
+  decode each file, one process) and the health signals alone (data_prep/quality/health.py
   image_signals on each image just decoded, as the ingest runs them), the two timed file by
   file in the same pass, best of 3 passes.
 """
@@ -132,7 +132,7 @@ def _save(image, path: str, quality: int) -> None:
 def _ingest(folder: str, output: str) -> tuple[dict, dict[str, dict]]:
     from data_prep.ingest import run_ingest
     from data_prep.ingest_config import IngestConfig
-    from data_prep.ingest_outputs import IngestOutputs, read_source_index
+    from data_prep.writing.ingest_outputs import IngestOutputs, read_source_index
 
     outputs = IngestOutputs.under(output)
     report = run_ingest(IngestConfig(input=folder), outputs)
@@ -170,7 +170,7 @@ def _label_issues(folder: str, rows: dict[str, dict]) -> dict:
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
-    from data_prep.label_issues import find_label_issues
+    from data_prep.quality.label_issues import find_label_issues
 
     train = sorted(p for p, row in rows.items() if row["split"] == "train")
     held = sorted(p for p, row in rows.items() if row["split"] == "eval")
@@ -200,7 +200,7 @@ def _cluster_pairs(clusters: list[list[str]]) -> set[frozenset]:
 def _file_hash_split(folder: str, paths: list[str]) -> dict[str, str]:
     """The split each file had before clusters: by its own content hash."""
     from data_prep.ingest_config import IngestConfig
-    from data_prep.plan import split_of
+    from data_prep.writing.plan import split_of
 
     config = IngestConfig(input=folder)
     split = {}
@@ -219,7 +219,7 @@ def _cost(workdir: str) -> dict:
 
     from benchmarks.ingest_bench import _measure
     from benchmarks.photo_data import write_photo_jpegs
-    from data_prep.health import image_signals
+    from data_prep.quality.health import image_signals
 
     folders = {
         count: write_photo_jpegs(f"{workdir}/photos_{count}", count) for count in (PHOTOS, FEW)

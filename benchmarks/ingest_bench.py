@@ -24,7 +24,7 @@ def ingest_loop(input_dir: str, output_dir: str) -> int:
     """The plain loop an engineer would write first: one pass, one process, the same per-file
     checks, conversion, dedupe, split, Example encoding and writer as the Beam job; returns the
     number of examples written."""
-    from data_prep.sources import list_sources
+    from data_prep.reading.sources import list_sources
 
     sources = list_sources(input_dir)
     return _loop_over(sources, _labels(sources), input_dir, output_dir, part=(0, 1))
@@ -38,8 +38,8 @@ def ingest_split_loop(input_dir: str, output_dir: str) -> int:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from data_prep.reading.sources import list_sources
     from data_prep.runtime.cores import usable_cores
-    from data_prep.sources import list_sources
 
     sources = list_sources(input_dir)
     labels, parts = _labels(sources), usable_cores()
@@ -63,11 +63,11 @@ def _loop_over(sources, labels, input_dir: str, output_dir: str, part: tuple[int
     """Writes the accepted, first-seen images of sources into one shard per split, numbered
     part = (index, count); returns the number of examples written."""
     from data_prep.contract import features
-    from data_prep.image_validation import Accepted, validate_image
     from data_prep.ingest_config import IngestConfig
-    from data_prep.inspection import read_source
-    from data_prep.plan import SHARD_PATTERN, split_of
-    from data_prep.tfrecord import GzipTFRecordWriter
+    from data_prep.reading.image_validation import Accepted, validate_image
+    from data_prep.reading.inspection import read_source
+    from data_prep.writing.plan import SHARD_PATTERN, split_of
+    from data_prep.writing.tfrecord import GzipTFRecordWriter
 
     config = IngestConfig(input=input_dir)
     writers, seen, written = {}, set(), 0
@@ -114,7 +114,7 @@ def ingest_beam_without_health(input_dir: str, output_dir: str) -> int:
     """The same job with each image's health signals left out (None, as for an image that has
     none): set before the job starts, so every forked worker and decoder inherits it. What the
     signals cost is this job's CPU time against ingest_beam's."""
-    from data_prep import health
+    from data_prep.quality import health
 
     health.image_signals = _no_signals
     return ingest_beam(input_dir, output_dir)

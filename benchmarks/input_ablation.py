@@ -25,8 +25,8 @@ from benchmarks.input_common import (
 )
 from benchmarks.input_data import photo_shards
 from benchmarks.report import Section, default_section, named
-from components.trainer import input_pipeline
-from components.trainer.preprocessing import augment_batch
+from components.training import input_pipeline
+from components.training.preprocessing import augment_batch
 
 PREFIX = "input.ablation"
 EPOCHS = 2

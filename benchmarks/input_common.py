@@ -16,8 +16,8 @@ import time
 import tensorflow as tf
 
 from benchmarks.charts import label_bars, value_and_ratio
-from components.trainer.preprocessing import Normalization
-from components.trainer.trainer_config import TrainerConfig
+from components.training.preprocessing import Normalization
+from components.training.trainer_config import TrainerConfig
 
 IMAGES = int(os.environ.get("BENCH_INPUT_IMAGES", "5000"))
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))

@@ -26,7 +26,7 @@ from benchmarks.input_common import (
 )
 from benchmarks.input_data import photo_shards
 from benchmarks.report import Section, default_section, named
-from components.trainer import input_pipeline
+from components.training import input_pipeline
 from data_prep.runtime.cores import usable_cores
 
 PREFIX = "input.limit"

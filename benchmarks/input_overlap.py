@@ -28,7 +28,7 @@ from benchmarks.input_common import (
 )
 from benchmarks.input_data import photo_shards
 from benchmarks.report import Section, default_section, named
-from components.trainer import input_pipeline
+from components.training import input_pipeline
 
 PREFIX = "input.overlap"
 STEP_FACTOR = float(os.environ.get("BENCH_STEP_FACTOR", "1.0"))

@@ -20,12 +20,12 @@ import tf_keras as keras
 from benchmarks.input_common import CONFIG, NORMALIZATION, RUNS, bar_chart
 from benchmarks.input_data import default_dataset_shards
 from benchmarks.report import Section, default_section, named
-from components.trainer import input_pipeline
-from components.trainer.engine import TrainingEngine
-from components.trainer.preprocessing import CHANNELS
-from components.trainer.runtime import choose_jit_compile, choose_precision
-from components.trainer.schedule import plan_phases
-from components.trainer.train import model_and_optimizer
+from components.training import input_pipeline
+from components.training.engine import TrainingEngine
+from components.training.preprocessing import CHANNELS
+from components.training.runtime import choose_jit_compile, choose_precision
+from components.training.schedule import plan_phases
+from components.training.train import model_and_optimizer
 from data_prep.default_dataset import CLASS_NAMES
 
 PREFIX = "input.real_vs_synthetic"

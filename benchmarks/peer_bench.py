@@ -53,7 +53,7 @@ LIMIT_STEPS = {"warmup": 2, "steps": 8, "repeats": 1}
 
 
 def _epochs() -> int:
-    from components.trainer.trainer_config import TrainerConfig
+    from components.training.trainer_config import TrainerConfig
 
     return int(EPOCHS) if EPOCHS else TrainerConfig().epochs
 
@@ -96,8 +96,8 @@ def run_script(data_dir: str, precision: str) -> dict:
 
 
 def _contenders(workdir: str, dataset: str, count: int) -> dict[str, dict]:
-    from components.trainer.runtime import cpu_has_native_bfloat16
-    from components.trainer.trainer_config import TrainerConfig
+    from components.training.runtime import cpu_has_native_bfloat16
+    from components.training.trainer_config import TrainerConfig
 
     data = dataset_dir(workdir, dataset, count)
     found = {"script_fp32": run_script(data, "float32")}

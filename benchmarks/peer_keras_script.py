@@ -16,15 +16,15 @@ import json
 import time
 
 import components  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from components.trainer.trainer_config import TrainerConfig
+from components.training.trainer_config import TrainerConfig
 
 
 def main() -> None:
     import tensorflow as tf
     import tf_keras as keras
 
-    from components.trainer.model import build_model
-    from components.trainer.preprocessing import Normalization
+    from components.training.model import build_model
+    from components.training.preprocessing import Normalization
 
     defaults = TrainerConfig()
     parser = argparse.ArgumentParser(description=__doc__)

@@ -51,7 +51,7 @@ MEMORY_SAMPLE_S = 1.0
 
 def short_run_settings() -> list[str]:
     """Exactly EPOCHS epochs, no step floor stretching the smaller run's, no accuracy floor."""
-    from components.trainer.trainer_config import TrainerConfig
+    from components.training.trainer_config import TrainerConfig
 
     warmup = min(TrainerConfig().warmup_epochs, EPOCHS - 1)  # the config needs warmup < epochs
     return [
@@ -65,8 +65,8 @@ def short_run_settings() -> list[str]:
 def run_pipeline(data_dir: str, build_dir: str, settings: list[str] | None = None) -> dict:
     """One fresh `imgpipe run` with `settings` (default short_run_settings()): wall seconds,
     peak memory, each component's seconds, the eval accuracy and the training report."""
+    from pipeline.config.pipeline_config import local_preset
     from pipeline.lineage import list_runs
-    from pipeline.pipeline_config import local_preset
     from pipeline.runners.local import open_store
 
     shutil.rmtree(build_dir, ignore_errors=True)
@@ -132,7 +132,7 @@ def decode_floor_ms(data_dir: str, image_size: int) -> float:
     every core busy: the best of three passes."""
     import tensorflow as tf
 
-    from components.trainer.preprocessing import decode_and_resize
+    from components.training.preprocessing import decode_and_resize
 
     paths = sorted(
         os.path.join(folder, name)
@@ -163,7 +163,7 @@ def fit_line(sizes: list[int], seconds: list[float]) -> tuple[float, float]:
 
 
 def run(workdir: str) -> list[dict]:
-    from components.trainer.trainer_config import TrainerConfig
+    from components.training.trainer_config import TrainerConfig
 
     if len(IMAGES) < 2:
         raise SystemExit("BENCH_PIPELINE_IMAGES: at least two sizes, e.g. '2000 8000'")
@@ -268,7 +268,7 @@ def run(workdir: str) -> list[dict]:
     from data_prep.runtime.cores import usable_cores
 
     for count in IMAGES:
-        # As the pipeline decides it (pipeline/runners/beam_options.py): the memory its Beam
+        # As the pipeline decides it (pipeline/config/beam_options.py): the memory its Beam
         # components add depends on it.
         resolved = running_mode.with_running_mode(
             tuple(BEAM_ARGS), count, running_mode.IN_PROCESS_MAX_FILES

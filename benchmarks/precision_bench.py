@@ -38,7 +38,7 @@ def _changes(precision: str, native: bool) -> dict:
 def run(output_dir: str) -> list[dict]:
     from benchmarks.input_data import default_dataset_splits
     from benchmarks.regularization_bench import default_config, timed_train
-    from components.trainer.runtime import cpu_has_native_bfloat16
+    from components.training.runtime import cpu_has_native_bfloat16
 
     native = cpu_has_native_bfloat16()
     if not native:

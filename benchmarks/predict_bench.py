@@ -46,10 +46,10 @@ def _folder(workdir: str) -> str:
 
 
 def _model(workdir: str) -> str:
-    from components.trainer import export
-    from components.trainer.model import build_model
-    from components.trainer.preprocessing import Normalization
-    from components.trainer.trainer_config import TrainerConfig
+    from components.training import export
+    from components.training.model import build_model
+    from components.training.preprocessing import Normalization
+    from components.training.trainer_config import TrainerConfig
 
     config = TrainerConfig()
     directory = os.path.join(workdir, "model")
@@ -77,7 +77,7 @@ def _timed(command: list[str], codes: tuple[int, ...]) -> tuple[float, float]:
 
 
 def run(workdir: str) -> list[dict]:
-    from pipeline.predictions_file import read_rows
+    from pipeline.serving.predictions_file import read_rows
 
     workdir = os.path.join(workdir, "predict_bench")
     folder, model = _folder(workdir), _model(workdir)

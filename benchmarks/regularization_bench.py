@@ -29,7 +29,7 @@ BASELINE = "off"
 
 def default_config(**changes):
     """The default trainer, quiet and without checkpoints (they only cost time here)."""
-    from components.trainer.trainer_config import TrainerConfig
+    from components.training.trainer_config import TrainerConfig
 
     base = TrainerConfig(checkpoint_every_steps=0, report_input_pipeline=False)
     return dataclasses.replace(base, **changes).validate()
@@ -38,9 +38,9 @@ def default_config(**changes):
 def timed_train(config, train_files, eval_files, output_dir: str, **options) -> dict:
     """train() on the default dataset's classes, with its train split's statistics; adds
     wall_seconds, measured around the call."""
-    from components.trainer.input_pipeline import resolve_files
-    from components.trainer.preprocessing import compute_normalization
-    from components.trainer.train import train
+    from components.training.input_pipeline import resolve_files
+    from components.training.preprocessing import compute_normalization
+    from components.training.train import train
     from data_prep.default_dataset import CLASS_NAMES
 
     normalization = compute_normalization(resolve_files(train_files), config.image_size)

@@ -24,11 +24,11 @@ CALIBRATION_IMAGES = 50
 
 
 def _export(directory: str):
-    from components.tflite_export import FILES, convert, pixels_function
-    from components.trainer import export
-    from components.trainer.model import build_model
-    from components.trainer.preprocessing import Normalization
-    from components.trainer.trainer_config import TrainerConfig
+    from components.serving.tflite_export import FILES, convert, pixels_function
+    from components.training import export
+    from components.training.model import build_model
+    from components.training.preprocessing import Normalization
+    from components.training.trainer_config import TrainerConfig
 
     config = TrainerConfig()
     model = build_model(config, CLASSES)
@@ -46,7 +46,7 @@ def _export(directory: str):
 def _probe_in_fresh_process(model_dir: str) -> dict:
     """The serving check's probe in a new Python process: a server's cold load, not one whose
     TensorFlow already ran this model."""
-    from components.serving_probe import probe
+    from components.serving.serving_probe import probe
 
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(probe, (model_dir, LATENCY_REQUESTS))
@@ -78,7 +78,7 @@ def run(workdir: str) -> list[dict]:
         {"name": "serving.saved_model.p50", "value": p50, "unit": "ms"},
         {"name": "serving.saved_model.p99", "value": p99, "unit": "ms"},
     ]
-    from components.tflite_export import single_image_latency
+    from components.serving.tflite_export import single_image_latency
 
     for name, flatbuffer in flatbuffers.items():
         tflite = single_image_latency(flatbuffer, image_size, LATENCY_REQUESTS)

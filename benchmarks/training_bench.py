@@ -58,12 +58,12 @@ def measure(spec: dict) -> dict:
         logical = [tf.config.LogicalDeviceConfiguration()] * devices
         tf.config.set_logical_device_configuration(cpu, logical)
 
-    from components.trainer import input_pipeline, runtime
-    from components.trainer.engine import TrainingEngine
-    from components.trainer.preprocessing import Normalization
-    from components.trainer.schedule import plan_phases
-    from components.trainer.train import model_and_optimizer
-    from components.trainer.trainer_config import TrainerConfig
+    from components.training import input_pipeline, runtime
+    from components.training.engine import TrainingEngine
+    from components.training.preprocessing import Normalization
+    from components.training.schedule import plan_phases
+    from components.training.train import model_and_optimizer
+    from components.training.trainer_config import TrainerConfig
 
     defaults = TrainerConfig()
     config = TrainerConfig(

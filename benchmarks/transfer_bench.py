@@ -61,7 +61,7 @@ def _write_shard(path: str, images, labels, class_ids: tuple[int, ...]) -> None:
     from PIL import Image
 
     from data_prep.contract import features
-    from data_prep.tfrecord import GzipTFRecordWriter
+    from data_prep.writing.tfrecord import GzipTFRecordWriter
 
     with GzipTFRecordWriter(path) as writer:
         for index, (image, digit) in enumerate(zip(images, labels, strict=True)):
@@ -94,7 +94,7 @@ def _subset(labels, order, class_ids, per_class: int | None, skip: int) -> list[
 
 
 def _config(**changes):
-    from components.trainer.trainer_config import TrainerConfig
+    from components.training.trainer_config import TrainerConfig
 
     base = TrainerConfig(
         model=MODEL,
@@ -125,8 +125,8 @@ def _setting_config(setting: str, weights: str, fine_tuned_epochs: int | None):
 
 
 def _train(config, train_file: str, eval_file: str, names: list[str], workdir: str) -> dict:
-    from components.trainer.preprocessing import compute_normalization
-    from components.trainer.train import train
+    from components.training.preprocessing import compute_normalization
+    from components.training.train import train
 
     normalization = compute_normalization([train_file], config.image_size)
     started = time.perf_counter()
@@ -140,9 +140,9 @@ def _pretrained_weights(images, labels, directory: str) -> tuple[str, dict]:
     pretraining's metrics."""
     import numpy as np
 
-    from components.trainer.model import backbone_of, build_model
-    from components.trainer.preprocessing import compute_normalization
-    from components.trainer.warm_start import load_base_weights
+    from components.training.model import backbone_of, build_model
+    from components.training.preprocessing import compute_normalization
+    from components.training.warm_start import load_base_weights
 
     indices = _subset(labels, np.arange(len(labels)), PRETRAIN_CLASSES, None, 0)
     shard = os.path.join(directory, "pretrain.gz")

@@ -8,7 +8,7 @@ from components import metadata_keys
 
 class IngestReport(artifact.Artifact):
     """Every input file's fate (accepted, rejected with a reason, ignored) and the label map;
-    read back by components/ingest_report_reader.py."""
+    read back by components/ingest/ingest_report_reader.py."""
 
     TYPE_NAME = metadata_keys.INGEST_REPORT_TYPE
 
@@ -39,6 +39,6 @@ class ModelCard(artifact.Artifact):
 
 class DataHealth(artifact.Artifact):
     """Near-duplicate clusters, odd images and likely label errors of one dataset; read back
-    by components/data_health.py read_health."""
+    by components/validation/data_health.py read_health."""
 
     TYPE_NAME = metadata_keys.DATA_HEALTH_TYPE

@@ -27,13 +27,13 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindows
 
 from data_prep.ingest_config import IngestConfig
-from data_prep.ingest_outputs import IngestOutputs
-from data_prep.inspection import inspect_sources
-from data_prep.plan import IngestPlan, ShardSpec, build_plan
+from data_prep.reading.inspection import inspect_sources
+from data_prep.reading.sources import SourceFile, list_sources
 from data_prep.runtime import parallel, progress, running_mode
 from data_prep.runtime.parallel import OrderedWindow
-from data_prep.shards import write_shard
-from data_prep.sources import SourceFile, list_sources
+from data_prep.writing.ingest_outputs import IngestOutputs
+from data_prep.writing.plan import IngestPlan, ShardSpec, build_plan
+from data_prep.writing.shards import write_shard
 
 LOGGER = logging.getLogger(__name__)
 

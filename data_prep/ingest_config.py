@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from data_prep.image_validation import ImageLimits
+from data_prep.reading.image_validation import ImageLimits
 
 # Below this, decoding an ordinary photo fails too.
 _MIN_DECODER_MEMORY = 64 * 1024 * 1024

@@ -48,9 +48,9 @@ def of_error(error: BaseException) -> int:
     """The status of a command whose work raised `error`."""
     from data_prep.ingest import IngestFailed
     from data_prep.ingest_config import ConfigError
-    from data_prep.sources import SourceError
+    from data_prep.reading.sources import SourceError
     from pipeline.mlmd_connection import StoreNotFound
-    from pipeline.runners.run_guard import RunBusy
+    from pipeline.run_guard import RunBusy
 
     if isinstance(error, KeyboardInterrupt):
         return INTERRUPTED

@@ -24,29 +24,32 @@ from tfx.proto import distribution_validator_pb2, pusher_pb2, trainer_pb2, trans
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.channel import Channel
 
-from components.data_health import DataHealthGen
-from components.evaluation_report import EvaluationReportGen
-from components.gate.curated_schema_gen import CuratedSchemaGen
-from components.gate.data_gate import DataGate
-from components.gate.distribution_validator import DRIFT_KEY, DistributionValidator
-from components.image_example_gen import ImageExampleGen
+from components.evaluation import evaluator as evaluator_module
+from components.evaluation.evaluation_report import EvaluationReportGen
+from components.evaluation.model_card import ModelCardGen
+from components.ingest.image_example_gen import ImageExampleGen
 from components.metadata_keys import CODE_FINGERPRINT_KEY, TRAINER_CONFIG_KEY
-from components.model_card import ModelCardGen
-from components.module_files import evaluator as evaluator_module
-from components.module_files import trainer as trainer_module
-from components.module_files import transform as transform_module
-from components.module_files import tuner as tuner_module
-from components.module_files.trainer import TrainerExecutor, trainer_config_to_json
-from components.module_files.transform import IMAGE_SIZE_KEY
-from components.module_files.tuner import TUNING_CONFIG_KEY, Tuner, tuning_config_to_json
-from components.pusher import Executor as PusherExecutor
-from components.serving_check import ServingCheck
-from components.tflite_export import TFLiteExport
-from components.trainer.export import EXAMPLES_SIGNATURE
+from components.serving.pusher import Executor as PusherExecutor
+from components.serving.serving_check import ServingCheck
+from components.serving.tflite_export import TFLiteExport
+from components.training import trainer as trainer_module
+from components.training import transform as transform_module
+from components.training import tuner as tuner_module
+from components.training.export import EXAMPLES_SIGNATURE
+from components.training.trainer import TrainerExecutor, trainer_config_to_json
+from components.training.transform import IMAGE_SIZE_KEY
+from components.training.tuner import TUNING_CONFIG_KEY, Tuner, tuning_config_to_json
+from components.validation.curated_schema_gen import CuratedSchemaGen
+from components.validation.data_gate import DataGate
+from components.validation.data_health import DataHealthGen
+from components.validation.distribution_validator import DRIFT_KEY, DistributionValidator
 from data_prep.contract import features
-from pipeline import warm_start_strategy
 from pipeline.code_fingerprint import OWN_PACKAGES
-from pipeline.gate.baseline_strategy import (
+from pipeline.config.beam_options import resolve_beam_args
+from pipeline.config.pipeline_config import GateConfig, PipelineConfig
+from pipeline.training import warm_start_strategy
+from pipeline.training.warm_start_strategy import BlessedBeforeExamplesStrategy
+from pipeline.validation.baseline_strategy import (
     BLESSING_KEY,
     CANDIDATE_KEY,
     MODEL_KEY,
@@ -54,10 +57,7 @@ from pipeline.gate.baseline_strategy import (
     BaselineBeforeCandidateStrategy,
     BlessedTrainingStatisticsStrategy,
 )
-from pipeline.gate.data_snapshot import SCHEMA_NODE, SCHEMA_OUTPUT_KEY, DataSnapshot
-from pipeline.pipeline_config import GateConfig, PipelineConfig
-from pipeline.runners.beam_options import resolve_beam_args
-from pipeline.warm_start_strategy import BlessedBeforeExamplesStrategy
+from pipeline.validation.data_snapshot import SCHEMA_NODE, SCHEMA_OUTPUT_KEY, DataSnapshot
 
 # The user code by import path, not module_file: TFX then neither builds a wheel of components/
 # nor pip-installs it in every executor and worker (the project is installed wherever the

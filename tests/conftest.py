@@ -72,7 +72,7 @@ def contained_temp_dir(tmp_path_factory):
 def no_tfx_repackaging(contained_temp_dir):
     """TFX repackages its whole installation for remote Beam workers (10-16 s, 49 MB) whenever a
     Beam executor's args name no worker dependencies; local runs must pass their Beam args through
-    pipeline.runners.beam_options.resolve_beam_args, which does."""
+    pipeline.config.beam_options.resolve_beam_args, which does."""
     yield
     packages = sorted(contained_temp_dir.glob("*/build/tfx/dist/tfx_ephemeral-*"))
     for package in packages:
@@ -80,7 +80,7 @@ def no_tfx_repackaging(contained_temp_dir):
     if packages:
         pytest.fail(
             f"TFX repackaged itself for Beam workers ({packages[0].name}): pass the Beam args "
-            "through pipeline.runners.beam_options.resolve_beam_args"
+            "through pipeline.config.beam_options.resolve_beam_args"
         )
 
 

@@ -1,6 +1,6 @@
 """How a Beam job runs on the local DirectRunner: the pipeline's Beam components in this process
 up to a number of input files, one worker process per core above
-(pipeline/runners/beam_options.py); the
+(pipeline/config/beam_options.py); the
 ingest run alone (`imgpipe prep`, run_ingest) in this process at any size, its per-file work in
 forked children of it (data_prep/runtime/parallel.py); and with which pickler. On any other
 runner the runner's workers are the parallelism: no DoFn starts a pool of processes.

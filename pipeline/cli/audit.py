@@ -1,5 +1,5 @@
 """`imgpipe audit`: likely label errors over every image, by k-fold training
-(components/label_audit.py), recorded in ML Metadata beside the Examples it audited."""
+(components/validation/label_audit.py), recorded in ML Metadata beside the Examples it audited."""
 
 from __future__ import annotations
 
@@ -85,8 +85,8 @@ def _audit(args, config, target, report_dir: str, beam_args: list[str], shown):
     from ml_metadata.metadata_store import metadata_store
     from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-    from components.label_audit import run_audit
-    from pipeline import audit_record
+    from components.validation.label_audit import run_audit
+    from pipeline.validation import audit_record
 
     writable = target.connection_config(read_only=False)
     if args.data:
@@ -127,8 +127,8 @@ def _ingest(config, report_dir: str, beam_args: list[str], shown):
 
 def _failure(error: BaseException, where: str | None) -> tuple[int, str]:
     """Too little data for the folds, or nothing to audit, is bad input; else as every command."""
-    from data_prep.folds import FoldError
-    from pipeline.audit_record import NothingToAudit
+    from data_prep.quality.folds import FoldError
+    from pipeline.validation.audit_record import NothingToAudit
 
     if isinstance(error, (FoldError, NothingToAudit)):
         return exit_codes.BAD_INPUT, str(error)
@@ -137,7 +137,7 @@ def _failure(error: BaseException, where: str | None) -> tuple[int, str]:
 
 def summary_lines(health: dict, report_dir: str) -> list[str]:
     """One line per finding group, then the first suspects and where the report is."""
-    from components.data_health import HEALTH_FILE
+    from components.validation.data_health import HEALTH_FILE
 
     issues = health["label_issues"]
     near = health["near_duplicates"]

@@ -33,7 +33,7 @@ def add_config(subparsers) -> None:
 
 
 def _run_config_show(args, beam_args: list[str]) -> int:
-    from pipeline import config_file
+    from pipeline.config import config_file
 
     try:
         config, settings = options.effective_config(args, beam_args, generate_data=False)

@@ -20,7 +20,7 @@ def describe_failure(error: BaseException, where: str | None) -> tuple[int, str]
         return code, f"{error}; leave out --no-wait to wait for it"
     if code == exit_codes.BAD_INPUT:
         return code, f"{place}{error}"
-    from pipeline.runners.run_guard import error_line
+    from pipeline.run_guard import error_line
 
     return code, f"{place}{error_line(error)}"
 

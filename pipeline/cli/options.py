@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import os
 
-from pipeline.pipeline_config import PRESETS, override
+from pipeline.config.pipeline_config import PRESETS, override
 
 DEFAULT_BUILD_DIR = "build"
 # The fields --build-dir sets, each as the preset lays it out under the build folder.
@@ -54,7 +54,7 @@ def effective_config(args, beam_args: list[str], generate_data: bool, **changes)
     `changes`, which are a command's own flags), then --set, validated; returns the config and
     the config file's settings (None without --config). When nothing names the data, it is the
     embedded dataset under the build folder, generated (once valid) when generate_data."""
-    from pipeline import config_file
+    from pipeline.config import config_file
 
     settings = config_file.read_settings(args.config) if args.config else None
     data = _named_data(args, settings) or _embedded_data(build_dir(args))
@@ -76,7 +76,7 @@ def effective_config(args, beam_args: list[str], generate_data: bool, **changes)
 def setting_origins(args, settings: dict | None, **changes) -> dict[str, str]:
     """Where each setting that is not the preset's came from, by dotted field name, as
     effective_config layers them (a later layer wins)."""
-    from pipeline import config_file
+    from pipeline.config import config_file
 
     origins = {}
     for field in config_file.flatten(settings or {}):
@@ -122,7 +122,7 @@ def embedded_data_drawn(args, settings: dict | None, config) -> contextlib.Abstr
 def named_input_problem(args, settings: dict | None, config) -> str | None:
     """A named local input that is missing or an empty folder, found before the command loads
     TensorFlow, Beam and TFX (seconds), so a mistyped --data is said at once."""
-    from data_prep.files import local_input_problem
+    from data_prep.reading.files import local_input_problem
 
     if config.ingest.input == _embedded_data(build_dir(args)) and not _named_data(args, settings):
         return None  # drawn during the run

@@ -69,8 +69,8 @@ def add_predict(subparsers) -> None:
 def _run_predict(args, beam_args: list[str]) -> int:
     from ml_metadata import errors
 
-    from data_prep.sources import SourceError
-    from pipeline.predictions_file import check_output_path
+    from data_prep.reading.sources import SourceError
+    from pipeline.serving.predictions_file import check_output_path
 
     inputs = [*args.inputs, *args.data]
     try:
@@ -117,8 +117,8 @@ def _model(args, target) -> tuple[str, int | None]:
     """The model folder to load and its artifact id in the store (None when not recorded)."""
     from pipeline.lineage.store import LineageError
     from pipeline.mlmd_connection import StoreNotFound, resolve_uri
-    from pipeline.predict import resolve_model_dir
-    from pipeline.predictions_record import model_artifact_id, newest_pushed_model
+    from pipeline.serving.predict import resolve_model_dir
+    from pipeline.serving.predictions_record import model_artifact_id, newest_pushed_model
 
     if args.model is None:
         try:
@@ -138,15 +138,15 @@ def _model(args, target) -> tuple[str, int | None]:
 
 
 def _score(args, inputs: list[str], model_dir: str, beam_args: list[str]):
-    from pipeline.predict import PredictSettings, predict
+    from pipeline.serving.predict import PredictSettings, predict
 
     settings = PredictSettings(top_k=args.top_k, min_confidence=args.min_confidence)
     return predict(inputs, model_dir, settings, args.output, tuple(beam_args))
 
 
 def _explain(rows, model_dir: str, folder: str) -> list[str]:
-    from data_prep.image_validation import ImageLimits
-    from pipeline.predict import write_explanations
+    from data_prep.reading.image_validation import ImageLimits
+    from pipeline.serving.predict import write_explanations
 
     return write_explanations(rows, model_dir, folder, ImageLimits())
 
@@ -154,7 +154,7 @@ def _explain(rows, model_dir: str, folder: str) -> list[str]:
 def _record(args, target, model_dir: str, model_id: int | None, inputs, rows) -> None:
     from ml_metadata.metadata_store import metadata_store
 
-    from pipeline.predictions_record import record_predictions
+    from pipeline.serving.predictions_record import record_predictions
 
     if model_id is None:
         print(

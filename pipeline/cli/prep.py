@@ -8,8 +8,8 @@ import logging
 import re
 import sys
 
-from data_prep.image_validation import ImageLimits
 from data_prep.ingest_config import ConfigError, IngestConfig
+from data_prep.reading.image_validation import ImageLimits
 from data_prep.runtime.terminal import terminal_safe
 from pipeline import console, exit_codes
 from pipeline.cli.failures import describe_failure, report_failure
@@ -82,7 +82,7 @@ def add_prep(subparsers) -> None:
 
 def _run_prep(args, beam_args: list[str]) -> int:
     from data_prep.ingest import IngestOutputs, run_ingest
-    from data_prep.plan import left_out_message
+    from data_prep.writing.plan import left_out_message
 
     failure = None
     config = IngestConfig(

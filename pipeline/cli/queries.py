@@ -85,10 +85,9 @@ def add_lineage(subparsers) -> None:
 def _run_query(args, beam_args: list[str]) -> int:
     from ml_metadata import errors
 
-    from pipeline import lineage
+    from pipeline import lineage, run_guard
     from pipeline.lineage import formatting as lineage_format
     from pipeline.mlmd_connection import StoreNotFound
-    from pipeline.runners import run_guard
 
     command = "runs" if args.query in ("runs", "diff") else "lineage"
     try:

@@ -40,9 +40,9 @@ def _run_schema(args, beam_args: list[str]) -> int:
     from ml_metadata import errors
 
     from components.metadata_keys import SCHEMA_FILE
-    from data_prep import file_access
-    from pipeline.gate.data_snapshot import decided_schema_uri, pipelines_in_store
+    from data_prep.reading import file_access
     from pipeline.mlmd_connection import StoreNotFound
+    from pipeline.validation.data_snapshot import decided_schema_uri, pipelines_in_store
 
     try:
         target = options.store_target(args)

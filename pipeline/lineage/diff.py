@@ -9,11 +9,11 @@ import json
 from ml_metadata.metadata_store import metadata_store
 
 from components import metadata_keys
+from pipeline import run_guard
 from pipeline.lineage.metrics import eval_accuracy
 from pipeline.lineage.models import read_dataset
 from pipeline.lineage.runs import PipelineRun, find_run, list_runs
 from pipeline.lineage.store import PIPELINE_RUN_CONTEXT, MetadataGraph, custom_config, parsed_json
-from pipeline.runners import run_guard
 
 
 @dataclasses.dataclass(frozen=True)

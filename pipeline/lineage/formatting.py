@@ -117,7 +117,7 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     """One run's summary, as `imgpipe run` prints it and the Airflow summary task logs it: its
     status, data, evaluation, outcome (pushed, or why not), training and the model's reports.
     min_accuracy: the accuracy floor the run was held to, shown beside the accuracy."""
-    from data_prep.plan import left_out_message
+    from data_prep.writing.plan import left_out_message
 
     lines = [f"run {run.run_id} of pipeline {run.pipeline}: {run.status_words}"]
     if run.span is not None:
@@ -164,7 +164,9 @@ def _model_report_lines(run: PipelineRun) -> list[str]:
         lines.append(f"serving check: {verdict}{timing}")
     evaluation = run.evaluation
     if evaluation is not None:
-        from components.evaluation_report import shown  # TensorFlow: only where a run is shown
+        from components.evaluation.evaluation_report import (
+            shown,  # TensorFlow: only where a run is shown
+        )
 
         lines.append(
             "eval per class (precision / recall / F1; - where undefined), "

@@ -10,9 +10,9 @@ import os
 from ml_metadata.metadata_store import metadata_store
 
 from components import metadata_keys
-from components.ingest_report_reader import IngestReportRecord
-from data_prep import file_access
-from data_prep.ingest_outputs import read_source_index
+from components.ingest.ingest_report_reader import IngestReportRecord
+from data_prep.reading import file_access
+from data_prep.writing.ingest_outputs import read_source_index
 from pipeline.lineage.models import TrainedModel, models_trained_on
 from pipeline.lineage.store import MetadataGraph, same_file
 
@@ -41,8 +41,8 @@ class ImageLineage:
 def file_sha256(path: str, roots: tuple[str, ...] | None = None) -> str | None:
     """The file's SHA-256; None when it is no regular file of at most the ingest's file size
     (a pipe or a device is never read), or lies outside roots (when given)."""
-    from data_prep.files import open_regular
-    from data_prep.image_validation import ImageLimits
+    from data_prep.reading.files import open_regular
+    from data_prep.reading.image_validation import ImageLimits
 
     if roots is not None:
         path = os.path.realpath(path)  # no link then leads out of the roots
@@ -68,7 +68,7 @@ def file_sha256(path: str, roots: tuple[str, ...] | None = None) -> str | None:
 def data_roots(store: metadata_store.MetadataStore) -> tuple[str, ...]:
     """The local folders the store's datasets were ingested from (a manifest's folder), resolved:
     where an image search may read files."""
-    from data_prep.sources import MANIFEST_EXTENSIONS
+    from data_prep.reading.sources import MANIFEST_EXTENSIONS
 
     roots = set()
     for report in MetadataGraph(store).artifacts_of_type("IngestReport"):

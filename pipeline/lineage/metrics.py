@@ -1,6 +1,6 @@
 """The evaluation metrics a run summary shows, read from a ModelEvaluation artifact: the gate's
 accuracy and failed thresholds. Per-class metrics are the readable evaluation's
-(components/evaluation_report.py), not TFMA's.
+(components/evaluation/evaluation_report.py), not TFMA's.
 
 TFMA writes gzip-free TFRecord files of MetricsForSlice and ValidationResult protos. Importing
 TFMA's proto modules loads TFMA, and with it TensorFlow (seconds, hundreds of MiB), for a few

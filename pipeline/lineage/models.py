@@ -10,7 +10,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
-from components.ingest_report_reader import IngestReportRecord
+from components.ingest.ingest_report_reader import IngestReportRecord
 from pipeline.lineage.metrics import eval_accuracy
 from pipeline.lineage.store import (
     ArtifactRecord,

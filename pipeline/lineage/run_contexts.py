@@ -8,6 +8,7 @@ import dataclasses
 
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
+from pipeline import run_guard
 from pipeline.lineage.store import (
     LEGACY_COMPONENT_PROPERTY,
     LEGACY_PIPELINE_PROPERTY,
@@ -17,7 +18,6 @@ from pipeline.lineage.store import (
     PIPELINE_RUN_CONTEXT,
     MetadataGraph,
 )
-from pipeline.runners import run_guard
 
 
 @dataclasses.dataclass(frozen=True)

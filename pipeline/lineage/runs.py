@@ -10,11 +10,11 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
-from components.evaluation_report_reader import read_report, small_eval_warning
-from components.ingest_report_reader import IngestReportRecord
-from components.model_card_reader import card_folder
+from components.evaluation.evaluation_report_reader import read_report, small_eval_warning
+from components.evaluation.model_card_reader import card_folder
+from components.ingest.ingest_report_reader import IngestReportRecord
 from data_prep.contract.label_map import names_by_id
-from pipeline import exit_codes
+from pipeline import exit_codes, run_guard
 from pipeline.exit_codes import STOPPED_BY_EVALUATOR, STOPPED_BY_GATE, STOPPED_BY_SERVING_CHECK
 from pipeline.lineage.metrics import eval_accuracy, validation_failures
 from pipeline.lineage.run_contexts import RunMembers, runs_in_store
@@ -31,7 +31,6 @@ from pipeline.lineage.store import (
     plain_properties,
     plain_value,
 )
-from pipeline.runners import run_guard
 
 GATE_NODE = "DataGate"
 STOPPED = "stopped"  # the status of a run the data gate stopped

@@ -25,7 +25,7 @@ import shlex
 from collections.abc import Callable, Mapping
 
 from data_prep.ingest_config import ConfigError
-from pipeline.pipeline_config import PRESETS, PipelineConfig, with_absolute_paths
+from pipeline.config.pipeline_config import PRESETS, PipelineConfig, with_absolute_paths
 
 LOGGER = logging.getLogger(__name__)
 SUMMARY_TASK = "run_summary"
@@ -55,7 +55,7 @@ def config_from_environment(environ: Mapping[str, str]) -> PipelineConfig:
         raise ConfigError("IMGPIPE_PRESET", f"{preset!r} is not one of {sorted(PRESETS)}")
     config = PRESETS[preset](data, environ.get("IMGPIPE_BUILD_DIR", "build"))
     if environ.get("IMGPIPE_CONFIG"):
-        from pipeline import config_file
+        from pipeline.config import config_file
 
         path = environ["IMGPIPE_CONFIG"]
         config = config_file.apply_settings(config, config_file.read_settings(path), path)
@@ -81,7 +81,7 @@ def airflow_dag(config: PipelineConfig):
 
     from pipeline.code_fingerprint import code_fingerprint
     from pipeline.factory import create_pipeline
-    from pipeline.gate.data_snapshot import take_snapshot
+    from pipeline.validation.data_snapshot import take_snapshot
 
     config = with_absolute_paths(config.validate())
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)

@@ -2,7 +2,7 @@
 
 TensorFlow's DataLossError says "corrupted record at 147894" and names no file. When a failure
 reads like data loss, every shard of the run's Examples artifact is checked (the record framing
-and CRC-32C of data_prep/tfrecord.py); a damaged one is named, and the artifact is marked
+and CRC-32C of data_prep/writing/tfrecord.py); a damaged one is named, and the artifact is marked
 DELETED in ML Metadata: TFX answers a component from its cache only when every output artifact
 is LIVE, so the next run ingests the images again instead of failing the same way for ever.
 """
@@ -15,7 +15,7 @@ from apache_beam.io.filesystems import FileSystems
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-from data_prep.tfrecord import shard_problem
+from data_prep.writing.tfrecord import shard_problem
 
 # How TensorFlow, zlib and Beam (which wraps a worker's error in text) word a damaged file.
 _DATA_LOSS = re.compile(

@@ -13,17 +13,16 @@ from tfx.orchestration import metadata
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
-from pipeline import interrupts
+from pipeline import interrupts, run_guard
 from pipeline.code_fingerprint import code_fingerprint
+from pipeline.config.pipeline_config import PipelineConfig, check_data_fits, with_absolute_paths
 from pipeline.factory import create_pipeline
-from pipeline.gate.data_snapshot import take_snapshot
 from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
 from pipeline.mlmd_connection import MlmdTarget, check_sqlite_store
-from pipeline.pipeline_config import PipelineConfig, check_data_fits, with_absolute_paths
-from pipeline.runners import run_guard
 from pipeline.runners.damaged_examples import damaged_shard_failure
-from pipeline.runners.serving_folder import repair_serving_folder
+from pipeline.serving.serving_folder import repair_serving_folder
 from pipeline.ui.report import report_path, write_report
+from pipeline.validation.data_snapshot import take_snapshot
 
 LOGGER = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from components.trainer.local_workers import HOST, free_port
-from pipeline.runners.beam_options import LOCAL_WORKERS_NEED_NOTHING
+from components.training.local_workers import HOST, free_port
+from pipeline.config.beam_options import LOCAL_WORKERS_NEED_NOTHING
 
 JOB_SERVICE_MODULE = "apache_beam.runners.portability.local_job_service_main"
 WORKER_POOL_MODULE = "apache_beam.runners.worker.worker_pool_main"

@@ -25,9 +25,9 @@ from ml_metadata.proto import metadata_store_pb2
 
 from data_prep.ingest_config import ConfigError
 from pipeline.code_fingerprint import code_fingerprint
+from pipeline.config.pipeline_config import PipelineConfig
 from pipeline.factory import create_pipeline, imported_drift_baseline, latest_blessed_baseline
-from pipeline.gate.data_snapshot import DataSnapshot, take_snapshot
-from pipeline.pipeline_config import PipelineConfig
+from pipeline.validation.data_snapshot import DataSnapshot, take_snapshot
 
 
 def snapshot_for_vertex(input_path: str, span: int) -> DataSnapshot:

@@ -14,7 +14,7 @@ CHARTS = (
     ("learning rate", ("train/learning_rate",)),
     ("images per second", ("perf/images_per_second",)),
 )
-LOG_DIR = "logs"  # under the Trainer's model run folder (components/trainer/train.py)
+LOG_DIR = "logs"  # under the Trainer's model run folder (components/training/train.py)
 WIDTH, HEIGHT, MARGIN = 360, 160, 8
 
 

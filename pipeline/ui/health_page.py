@@ -34,7 +34,7 @@ class HealthView:
 
 def health_view(store: metadata_store.MetadataStore, spec: str) -> HealthView | None:
     """None when the run has no DataHealth artifact (it stopped before training)."""
-    from components.data_health import read_health
+    from components.validation.data_health import read_health
 
     run = views.find_run(store, spec)
     artifact = lineage.run_artifacts(store, run).get("data_health")

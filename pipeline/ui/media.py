@@ -17,7 +17,7 @@ import posixpath
 
 from PIL import Image
 
-from data_prep.image_validation import ImageLimits
+from data_prep.reading.image_validation import ImageLimits
 from data_prep.runtime import supervised
 
 LOGGER = logging.getLogger(__name__)
@@ -56,10 +56,10 @@ def _thumbnail_in_child(item: tuple[bytes, ImageLimits]) -> bytes | None:
 
 def input_file(input_path: str, relative_path: str) -> str:
     """Where an input file recorded by its relative path lives: under the class-folder root, or
-    beside the manifest (as data_prep.sources resolves a manifest's relative paths)."""
+    beside the manifest (as data_prep.reading.sources resolves a manifest's relative paths)."""
     if relative_path.startswith("/") or "://" in relative_path:
         return relative_path
-    from data_prep.sources import MANIFEST_EXTENSIONS
+    from data_prep.reading.sources import MANIFEST_EXTENSIONS
 
     base = input_path
     if input_path.lower().endswith(MANIFEST_EXTENSIONS):
@@ -73,7 +73,7 @@ def file_thumbnail(path: str, limits: ImageLimits = INGEST_LIMITS) -> bytes | No
     no regular file (a pipe is never opened for reading) or does not decode."""
     from apache_beam.io.filesystems import FileSystems
 
-    from data_prep.files import read_file, read_upto
+    from data_prep.reading.files import read_file, read_upto
 
     try:
         if FileSystems.get_scheme(path) is None:
@@ -92,7 +92,7 @@ def split_thumbnails(split_dir: str, source_paths: tuple[str, ...]) -> dict[str,
     of an Examples artifact (one pass over its shards)."""
     import tensorflow as tf
 
-    from components.eval_split import read_batches
+    from components.evaluation.eval_split import read_batches
 
     files = sorted(tf.io.gfile.glob(posixpath.join(split_dir, "*")))
     wanted, found = set(source_paths), {}

@@ -16,7 +16,12 @@ from collections.abc import Callable
 import markupsafe
 from ml_metadata.metadata_store import metadata_store
 
-from components.model_card_reader import CARD_JSON, CARD_MARKDOWN, EVALUATION_DIR, TFLITE_DIR
+from components.evaluation.model_card_reader import (
+    CARD_JSON,
+    CARD_MARKDOWN,
+    EVALUATION_DIR,
+    TFLITE_DIR,
+)
 from pipeline import lineage
 from pipeline.ui import curves
 
@@ -97,7 +102,9 @@ class ModelView:
 
 
 def model_view(store: metadata_store.MetadataStore, model_id: int) -> ModelView:
-    from components.evaluation_report import CONFUSION_PNG  # TensorFlow: once a page asks
+    from components.evaluation.evaluation_report import (
+        CONFUSION_PNG,  # TensorFlow: once a page asks
+    )
 
     for version in models_view(store):
         if version.model_id == model_id:

@@ -222,7 +222,7 @@ def confusion_cells(matrix: list[list[int]]) -> tuple[tuple[tuple[int, float], .
 
 
 def _evaluation(artifacts: dict, images: dict) -> EvaluationView | None:
-    from components.evaluation_report_reader import read_report
+    from components.evaluation.evaluation_report_reader import read_report
 
     report_artifact = artifacts.get("readable_evaluation")
     if report_artifact is None:
@@ -272,7 +272,7 @@ def _evaluation(artifacts: dict, images: dict) -> EvaluationView | None:
 def eval_images(examples: lineage.ArtifactRecord, source_paths: tuple[str, ...]) -> dict:
     """Thumbnails of the listed examples from the Examples artifact's shards: the eval and test
     splits first (where scored examples live), the train split only if some are still missing."""
-    from data_prep.sources import SPLITS
+    from data_prep.reading.sources import SPLITS
 
     names = json.loads(examples.properties.get("split_names", "[]"))
     found: dict[str, bytes] = {}
@@ -287,7 +287,7 @@ def eval_images(examples: lineage.ArtifactRecord, source_paths: tuple[str, ...])
 
 
 def _model_card(run: lineage.PipelineRun) -> str | None:
-    from components.model_card_reader import read_card_markdown
+    from components.evaluation.model_card_reader import read_card_markdown
 
     return None if run.model_card is None else read_card_markdown(run.model_card)
 

@@ -6,11 +6,11 @@ import os
 import pytest
 from tfx.types import standard_artifacts
 
-from components.trainer import export
-from components.trainer.model import build_model
-from components.trainer.preprocessing import Normalization
-from components.trainer.trainer_config import runlocal
-from tests.components.trainer.conftest import LABEL_NAMES, write_shard
+from components.training import export
+from components.training.model import build_model
+from components.training.preprocessing import Normalization
+from components.training.trainer_config import runlocal
+from tests.components.training.conftest import LABEL_NAMES, write_shard
 
 NORMALIZATION = Normalization((120.0, 110.0, 100.0), (60.0, 50.0, 40.0))
 EVAL_EXAMPLES = 12

@@ -11,10 +11,10 @@ from components.artifacts import (
     ModelCard,
     TFLiteModel,
 )
-from components.data_health import DataHealthGen
-from components.gate import data_gate
-from components.image_example_gen import ImageExampleGen
-from components.model_card import ModelCardGen
+from components.evaluation.model_card import ModelCardGen
+from components.ingest.image_example_gen import ImageExampleGen
+from components.validation import data_gate
+from components.validation.data_health import DataHealthGen
 
 
 def test_tfx_names_restated_without_importing_tfx_equal_tfx_constants():

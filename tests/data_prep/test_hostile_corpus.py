@@ -11,10 +11,10 @@ import tensorflow as tf
 from PIL import Image
 
 from data_prep.contract import features
-from data_prep.image_validation import ImageLimits, Reason
 from data_prep.ingest import IngestOutputs, run_ingest
 from data_prep.ingest_config import IngestConfig
-from data_prep.ingest_outputs import read_source_index
+from data_prep.reading.image_validation import ImageLimits, Reason
+from data_prep.writing.ingest_outputs import read_source_index
 from tests.data_prep import image_files
 from tests.data_prep.hostile_corpus import HOSTILE_CLASS, NON_UTF8_NAME, write_hostile_corpus
 from tests.data_prep.misbehaving_decoder import HANG, OVER_ALLOCATE, SEGFAULT, misbehaving

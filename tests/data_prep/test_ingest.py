@@ -16,9 +16,9 @@ from PIL import Image
 from data_prep.contract import features
 from data_prep.ingest import IngestFailed, IngestOutputs, run_ingest
 from data_prep.ingest_config import IngestConfig
-from data_prep.ingest_outputs import read_source_index
-from data_prep.plan import IngestPlan, PlannedExample, ShardSpec
-from data_prep.sources import SourceFile
+from data_prep.reading.sources import SourceFile
+from data_prep.writing.ingest_outputs import read_source_index
+from data_prep.writing.plan import IngestPlan, PlannedExample, ShardSpec
 from tests.data_prep import image_files
 
 pytestmark = pytest.mark.slow
@@ -225,7 +225,7 @@ MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers
 
 
 def test_multi_process_direct_runner(messy_tree, ingested, tmp_path):
-    """Worker processes (what the pipeline runs on large inputs, pipeline/runners/beam_options.py),
+    """Worker processes (what the pipeline runs on large inputs, pipeline/config/beam_options.py),
     each
     with its own threads, give the same dataset as one process."""
     root, _ = messy_tree

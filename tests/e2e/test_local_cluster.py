@@ -24,9 +24,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from components.evaluation_report import read_scores
-from components.module_files.trainer import METRICS_FILE
-from components.module_files.transform import normalization_from_transform
+from components.evaluation.evaluation_report import read_scores
+from components.training.trainer import METRICS_FILE
+from components.training.transform import normalization_from_transform
 from pipeline import exit_codes
 from pipeline.lineage import list_runs
 from pipeline.runners.local import open_store
@@ -36,7 +36,7 @@ from tests.pipeline.tiny_pipeline import FIRST_RATE, LABELS, tiny_config
 pytestmark = pytest.mark.slow
 RUN_TIMEOUT_S = 1500
 JOB_SERVICE, WORKER_POOL, SDK_WORKER = "local_job_service_main", "worker_pool_main", "SdkHarness"
-TRAINING_WORKER = "components.trainer.local_workers"
+TRAINING_WORKER = "components.training.local_workers"
 TRAINING_WORKERS = 2
 # The killed run ingests this many more images, so that its ingest job still has seconds of
 # decoding ahead when the watch sees its first decoder and kills the SDK worker.

@@ -20,14 +20,14 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components import model_card
-from components.module_files.trainer import TUNED_FILE, WARM_STARTED_FROM_PROPERTY
-from components.module_files.transform import normalization_from_transform
-from components.module_files.tuner import BEST_PROPERTY_PREFIX
-from components.trainer.export import IMAGES_SIGNATURE
-from components.trainer.runtime import choose_precision
-from components.trainer.serving_assets import ASSETS_EXTRA, WARMUP_FILE
-from components.trainer.trainer_config import TuningConfig, runlocal
+from components.evaluation import model_card
+from components.training.export import IMAGES_SIGNATURE
+from components.training.runtime import choose_precision
+from components.training.serving_assets import ASSETS_EXTRA, WARMUP_FILE
+from components.training.trainer import TUNED_FILE, WARM_STARTED_FROM_PROPERTY
+from components.training.trainer_config import TuningConfig, runlocal
+from components.training.transform import normalization_from_transform
+from components.training.tuner import BEST_PROPERTY_PREFIX
 from pipeline import exit_codes
 from pipeline.factory import BASELINE_NODE, DRIFT_BASELINE_NODE, WARM_START_NODE
 from pipeline.lineage import model_lineage, run_record

@@ -12,8 +12,8 @@ import sys
 import markupsafe
 import pytest
 
-from pipeline import config_file, exit_codes
-from pipeline.runners import run_guard
+from pipeline import exit_codes, run_guard
+from pipeline.config import config_file
 from tests.pipeline.expected import COMPONENTS
 from tests.pipeline.tiny_pipeline import tiny_config, write_images
 

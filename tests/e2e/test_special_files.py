@@ -2,8 +2,8 @@
 (rejected by the ingest without being opened, and never opened by the run report's
 thumbnails of rejected files), and a class name holding terminal escape codes, which the
 console and `imgpipe lineage` show as text. (A pipe in a class folder takes the same two paths:
-the folder walk lists it as unreadable without opening it, tests/data_prep/test_sources.py, and
-the thumbnails never open it, tests/pipeline/ui/test_view_parts.py.)"""
+the folder walk lists it as unreadable without opening it, tests/data_prep/reading/test_sources.py,
+and the thumbnails never open it, tests/pipeline/ui/test_view_parts.py.)"""
 
 import os
 import subprocess
@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from pipeline import config_file, exit_codes
+from pipeline import exit_codes
+from pipeline.config import config_file
 from tests.pipeline.tiny_pipeline import IMAGES_PER_CLASS, LABELS, tiny_config, write_images
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 from PIL import Image
 
 from components import metadata_keys
-from components.data_health import read_health
+from components.validation.data_health import read_health
 from pipeline import exit_codes
 from pipeline.cli import main
 from pipeline.lineage import examples_lineage

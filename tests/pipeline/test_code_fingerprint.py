@@ -9,9 +9,9 @@ from tfx.dsl.compiler import compiler
 
 from pipeline import code_fingerprint as module
 from pipeline.code_fingerprint import PROJECT_ROOT, code_fingerprint, source_files
+from pipeline.config.pipeline_config import local_preset
 from pipeline.factory import create_pipeline
-from pipeline.gate.data_snapshot import DataSnapshot
-from pipeline.pipeline_config import local_preset
+from pipeline.validation.data_snapshot import DataSnapshot
 
 
 def _write(root: pathlib.Path, files: dict[str, str]) -> None:
@@ -66,15 +66,15 @@ def test_an_edit_changes_the_fingerprint_of_the_modules_that_import_it_only(tmp_
 
 
 def test_the_serving_check_s_code_includes_the_probe_it_runs():
-    files = source_files("components.serving_check")
-    assert PROJECT_ROOT / "components" / "serving_probe.py" in files
+    files = source_files("components.serving.serving_check")
+    assert PROJECT_ROOT / "components" / "serving" / "serving_probe.py" in files
 
 
 def test_the_same_tree_elsewhere_has_the_same_fingerprint(tmp_path):
     """Paths are hashed relative to the project root: a checkout's location is not code."""
     for package in module.OWN_PACKAGES:
         shutil.copytree(PROJECT_ROOT / package, tmp_path / package)
-    name = "components.model_card"
+    name = "components.evaluation.model_card"
     assert code_fingerprint(name, tmp_path) == code_fingerprint(name)
 
 
@@ -110,8 +110,8 @@ def test_editing_ingest_code_re_runs_the_ingest(tmp_path):
     the input artifacts; tests/e2e/test_local_run.py's changed-images run shows it). ModelCardGen
     imports the ingest's module to read its report, so its settings change too; no component that
     runs none of the ingest's code changes (the DataGate reads the report through
-    data_prep/ingest_outputs.py)."""
-    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "data_prep/inspection.py")
+    data_prep/writing/ingest_outputs.py)."""
+    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "data_prep/reading/inspection.py")
     assert {"ImageExampleGen", "ModelCardGen"} <= changed
     untouched = {"DataGate", "CuratedSchemaGen", "Transform", "Trainer", "ServingCheck"}
     untouched |= {"TFLiteExport", "EvaluationReportGen"}
@@ -119,10 +119,10 @@ def test_editing_ingest_code_re_runs_the_ingest(tmp_path):
 
 
 def test_editing_the_model_card_re_writes_cards_only(tmp_path):
-    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "components/model_card.py")
+    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "components/evaluation/model_card.py")
     assert changed == {"ModelCardGen"}
 
 
 def test_editing_the_training_loop_re_trains_only(tmp_path):
-    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "components/trainer/train.py")
+    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "components/training/train.py")
     assert changed == {"Trainer"}

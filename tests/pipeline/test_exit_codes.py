@@ -2,11 +2,11 @@ import pytest
 
 from data_prep.ingest import IngestFailed
 from data_prep.ingest_config import ConfigError
-from data_prep.sources import SourceError
+from data_prep.reading.sources import SourceError
 from pipeline import exit_codes
 from pipeline.cli import main
 from pipeline.cli.failures import describe_failure
-from pipeline.runners.run_guard import RunBusy
+from pipeline.run_guard import RunBusy
 
 
 def test_every_outcome_has_its_own_status():

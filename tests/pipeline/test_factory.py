@@ -5,17 +5,17 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tfx.components.util import udf_utils
 
-from components.module_files import evaluator as evaluator_module
-from components.module_files import trainer as trainer_module
-from components.module_files import transform as transform_module
-from components.trainer.trainer_config import TuningConfig
+from components.evaluation import evaluator as evaluator_module
+from components.training import trainer as trainer_module
+from components.training import transform as transform_module
+from components.training.trainer_config import TuningConfig
 from data_prep.contract import features
+from pipeline.config.beam_options import resolve_beam_args
+from pipeline.config.pipeline_config import local_preset
 from pipeline.factory import WARM_START_NODE, create_pipeline, statistics_options
-from pipeline.gate.data_snapshot import DataSnapshot
 from pipeline.mlmd_connection import MlmdTarget
-from pipeline.pipeline_config import local_preset
-from pipeline.runners.beam_options import resolve_beam_args
-from tests.components.trainer.conftest import write_shard
+from pipeline.validation.data_snapshot import DataSnapshot
+from tests.components.training.conftest import write_shard
 from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
 
 STORE = MlmdTarget(mysql="127.0.0.1:3306/mlmd").connection_config(read_only=False)
@@ -134,7 +134,7 @@ def test_statistics_from_sketches_equal_the_exact_ones_but_for_the_image_bytes(t
 
 
 def test_the_pusher_runs_the_verified_push_and_carries_its_codes_fingerprint(tmp_path):
-    from components import pusher
+    from components.serving import pusher
 
     _, pipeline = _create(tmp_path)
     node = {c.id: c for c in pipeline.components}["Pusher"]

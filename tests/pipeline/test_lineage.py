@@ -13,9 +13,10 @@ import sys
 import pytest
 import tensorflow_model_analysis as tfma
 
-from components import image_example_gen, model_card
-from components.module_files import trainer as trainer_module
-from data_prep.sources import input_fingerprint
+from components.evaluation import model_card
+from components.ingest import image_example_gen
+from components.training import trainer as trainer_module
+from data_prep.reading.sources import input_fingerprint
 from pipeline import exit_codes, lineage
 from pipeline.cli import build_parser, main
 from pipeline.code_fingerprint import code_fingerprint

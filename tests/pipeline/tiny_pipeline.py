@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from pipeline.pipeline_config import PipelineConfig, runlocal_preset
+from pipeline.config.pipeline_config import PipelineConfig, runlocal_preset
 from tests.data_prep import image_files
 
 LABELS = ("cat", "dog", "owl")
@@ -67,8 +67,8 @@ def run_twice(images: pathlib.Path, build: pathlib.Path) -> TwoRuns:
     import nbformat
     from nbclient import NotebookClient
 
+    from pipeline.config.pipeline_config import with_absolute_paths
     from pipeline.lineage import list_runs
-    from pipeline.pipeline_config import with_absolute_paths
     from pipeline.runners.local import open_store
 
     assert build.name == "build", "the notebook writes its store under ./build"

@@ -1,5 +1,5 @@
 """The DirectRunner's running mode: by input size for the pipeline's Beam jobs
-(tests/pipeline/runners/test_beam_options.py), in process at any size for run_ingest; a mode the
+(tests/pipeline/config/test_beam_options.py), in process at any size for run_ingest; a mode the
 user names wins, with its worker count. Processes forked inside DoFns only on the local
 DirectRunner in one process."""
 
@@ -10,9 +10,9 @@ from apache_beam.pipeline import PipelineVisitor
 
 from data_prep import ingest
 from data_prep.ingest_config import IngestConfig
+from data_prep.reading.sources import SourceFile
 from data_prep.runtime.cores import usable_cores
 from data_prep.runtime.running_mode import pool_workers, with_local_pickler, with_running_mode
-from data_prep.sources import SourceFile
 
 
 def direct_mode(args) -> tuple[str, int]:

@@ -7,7 +7,7 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-from data_prep.tfrecord import GzipTFRecordWriter
+from data_prep.writing.tfrecord import GzipTFRecordWriter
 from pipeline.runners.damaged_examples import damaged_shard_failure
 
 DATA_LOSS = RuntimeError("DataLossError: corrupted record at 147894 [Op:IteratorGetNext]")

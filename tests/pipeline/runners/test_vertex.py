@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pipeline.pipeline_config import local_preset
+from pipeline.config.pipeline_config import local_preset
 from tests.data_prep import image_files
 from tests.pipeline.expected import COMPONENTS
 
@@ -92,8 +92,8 @@ def test_settings_user_code_and_pipeline_root(compiled):
     assert (int(ingest["span"]), ingest["input_fingerprint"]) == (4, data.fingerprint)
     # The code is imported from the image by name: no module file, no wheel under the root.
     transform, trainer = _parameters(spec, "Transform"), _parameters(spec, "Trainer")
-    assert transform["preprocessing_fn"] == "components.module_files.transform.preprocessing_fn"
-    assert trainer["run_fn"] == "components.module_files.trainer.run_fn"
+    assert transform["preprocessing_fn"] == "components.training.transform.preprocessing_fn"
+    assert trainer["run_fn"] == "components.training.trainer.run_fn"
     assert "module_file" not in transform and "module_file" not in trainer
     assert "_wheels" not in json.dumps(spec)
     assert "metadata.db" not in json.dumps(spec)  # Vertex keeps its own ML Metadata

@@ -8,7 +8,7 @@ import os
 import pytest
 from PIL import Image
 
-from data_prep.image_validation import ImageLimits
+from data_prep.reading.image_validation import ImageLimits
 from pipeline import lineage
 from pipeline.ui import app, curves, graph_layout, media, views
 from tests.data_prep import image_files
@@ -140,7 +140,7 @@ def test_a_file_thumbnail_never_opens_a_pipe_or_device(tmp_path):
 
 
 def test_a_damaged_eval_shard_costs_the_page_its_images_not_the_page(tmp_path):
-    from tests.components.trainer.conftest import write_shard
+    from tests.components.training.conftest import write_shard
 
     write_shard(str(tmp_path / "data-0.gz"), 0, 4)
     write_shard(str(tmp_path / "data-1.gz"), 4, 4)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from components.evaluation_report import REPORT_FILE
+from components.evaluation.evaluation_report import REPORT_FILE
 from pipeline import lineage
 from pipeline.cli import main
 from pipeline.ui import curves, report, views

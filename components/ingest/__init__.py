@@ -1,0 +1,1 @@
+"""Ingest: the ingest Beam job as a TFX component and its report read back."""

@@ -1,1 +1,0 @@
-"""The module code TFX components import by name: Transform, Trainer, Tuner, Evaluator."""

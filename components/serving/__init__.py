@@ -1,0 +1,1 @@
+"""Serving and pushing: the serving check, TFLite exports and the verified push."""

@@ -1,0 +1,236 @@
+"""DataGate: stops a span before Transform when it breaks the schema, drifted from the data the
+blessed model was trained on, or changed the class set against the policy.
+
+ExampleValidator and DistributionValidator only record anomalies; on their own they never fail a
+run. The gate reads both, and the span's label map from the ingest report, and fails with one
+message naming every problem (feature, what was measured, the threshold). The message is the
+execution's result in ML Metadata, so the run record says why nothing trained; a launcher that
+reads no execution result (TFX's legacy one under Airflow, Kubeflow V2's container entrypoint on
+Vertex) gets it as a SpanStopped exception, which fails the task so nothing downstream runs. A
+passing gate writes a DataVerdict artifact that records an allowed class change (the Evaluator
+then has no baseline, see pipeline/validation/baseline_strategy.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from apache_beam.io.filesystems import FileSystems
+from tensorflow_metadata.proto.v0 import anomalies_pb2
+from tfx import types
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.proto.orchestration import execution_result_pb2
+from tfx.types import artifact, artifact_utils, component_spec, standard_artifacts
+
+from components import metadata_keys
+from components.artifacts import DataVerdict, IngestReport
+from components.ingest.ingest_report_reader import IngestReportRecord
+from data_prep.contract import features
+from data_prep.contract.label_map import class_change, names_by_id
+
+ANOMALIES_FILE = "SchemaDiff.pb"  # what ExampleValidator and DistributionValidator write
+ANOMALIES_KEY = "anomalies"  # ExampleValidator's: the span against the schema
+DRIFT_KEY = "drift_anomalies"  # DistributionValidator's: the span against the baseline data
+INGEST_REPORT_KEY = "ingest_report"
+VERDICT_KEY = metadata_keys.DATA_VERDICT_OUTPUT_KEY
+REFERENCE_LABEL_MAP_KEY = "reference_label_map"
+ALLOW_CLASS_CHANGES_KEY = "allow_class_changes"
+PIPELINE_KEY = "pipeline"  # not "pipeline_name": TFX's legacy launcher reserves that name
+MAX_NEAR_DUPLICATE_FRACTION_KEY = "max_near_duplicate_fraction"
+STOPPED_CODE = 9  # the ExecutionResult code of a stopped span (gRPC's FAILED_PRECONDITION)
+# The gate setting each drift-checked feature's threshold comes from (pipeline/factory.py
+# drift_config), and the distance in a validator's description.
+_DRIFT_SETTINGS = {
+    features.LABEL_NAME: "gate.class_distribution_linf",
+    features.IMAGE_FORMAT: "gate.image_format_linf",
+    features.HEIGHT: "gate.image_size_jsd",
+    features.WIDTH: "gate.image_size_jsd",
+}
+_MEASURED = re.compile(r" is ([0-9.eE+-]+) \(up to six significant digits\), above the threshold")
+
+
+class SpanStopped(RuntimeError):
+    """The gate stopped the span; the message says why (one line per problem)."""
+
+
+def describe_anomalies(anomalies: artifact.Artifact) -> list[tuple[str, str]]:
+    """(feature, line) per anomaly reason; the line names split, feature and the validator's
+    description (for drift: the metric, the measured distance and the threshold).
+
+    ExampleValidator writes Split-<split>/, DistributionValidator SplitPair-<split>_<baseline
+    split>/ (it clears the top-level descriptions and keeps the reasons); without a baseline it
+    writes nothing.
+    """
+    found = []
+    for split in artifact_utils.decode_split_names(anomalies.split_names):
+        folder = FileSystems.join(anomalies.uri, f"Split-{split}")
+        if not FileSystems.exists(folder):
+            folder = FileSystems.join(anomalies.uri, f"SplitPair-{split}")
+        with FileSystems.open(FileSystems.join(folder, ANOMALIES_FILE)) as handle:
+            parsed = anomalies_pb2.Anomalies.FromString(handle.read())
+        infos = sorted(parsed.anomaly_info.items())
+        if parsed.HasField("dataset_anomaly_info"):
+            infos.append(("(dataset)", parsed.dataset_anomaly_info))
+        for feature, info in infos:
+            reasons = [(r.short_description, r.description) for r in info.reason] or [
+                (info.short_description, info.description)
+            ]
+            for short, description in reasons:
+                found.append((feature, f"{split}: feature '{feature}': {short}: {description}"))
+    return found
+
+
+def class_problem(
+    reference: dict[str, int], label_map: dict[str, int], allow_changes: bool, pipeline: str
+) -> str | None:
+    """Why the span's classes stop it, or None. New classes pass only when allowed; a gone class
+    always stops (ids never change meaning, and no data would train its output), naming the
+    setting that trains the remaining classes as a pipeline of their own."""
+    change = class_change(reference, label_map)
+    if not reference or not change or (allow_changes and not change.removed):
+        return None
+    new_name = re.sub(
+        r"[^a-z0-9_-]+", "-", f"{pipeline}-without-{'-'.join(change.removed)}".lower()
+    )
+    hint = (
+        "put its images back, or train the classes left as a new pipeline: "
+        f"--set name={new_name[:63]}"
+        if change.removed
+        else "to train a model with the new head: --set gate.allow_class_changes=true"
+    )
+    return (
+        f"classes: {change.describe()} against the pipeline's classes "
+        f"({', '.join(names_by_id(reference))}); {hint}"
+    )
+
+
+def let_through(feature: str, line: str) -> str:
+    """The --set that lets a drifted span through (its threshold raised to the measured
+    distance, rounded up to hundredths), as a clause to append to the drift line; '' when the
+    line names no measured distance."""
+    found = _MEASURED.search(line)
+    if feature not in _DRIFT_SETTINGS or not found:
+        return ""
+    threshold = min(1.0, math.ceil(float(found.group(1)) * 100 - 1e-9) / 100)
+    return f"; to let this span through: --set {_DRIFT_SETTINGS[feature]}={threshold:g}"
+
+
+def near_duplicate_problem(fraction: float | None, limit: float) -> str | None:
+    """Why the share of images in near-duplicate clusters stops the span, or None."""
+    if fraction is None or fraction <= limit:
+        return None
+    return (
+        f"near-duplicates: {fraction:.1%} of the distinct images are in near-duplicate clusters "
+        f"> gate.max_near_duplicate_fraction {limit:.1%}; the ingest report lists them under "
+        "near_duplicates"
+    )
+
+
+def gate_problems(
+    anomalies: artifact.Artifact,
+    drift: artifact.Artifact | None,
+    label_map: dict[str, int],
+    reference: dict[str, int],
+    allow_class_changes: bool,
+    pipeline: str,
+) -> list[str]:
+    """Every reason to stop the span, one line each. Under an allowed class change the class
+    shares' drift is expected (a new class's share is its distance), so it is not a problem."""
+    classes = class_problem(reference, label_map, allow_class_changes, pipeline)
+    allowed_change = bool(reference) and not classes and bool(class_change(reference, label_map))
+    problems = [f"schema: {line}" for _, line in describe_anomalies(anomalies)]
+    problems += [
+        f"drift: {line}{let_through(feature, line)}"
+        for feature, line in (describe_anomalies(drift) if drift is not None else [])
+        if not (allowed_change and feature == features.LABEL_NAME)
+    ]
+    return problems + ([classes] if classes else [])
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(self, input_dict, output_dict, exec_properties):
+        [report] = input_dict[INGEST_REPORT_KEY]
+        record = IngestReportRecord.read(report.mlmd_artifact)
+        label_map = record.label_map
+        reference = json.loads(exec_properties[REFERENCE_LABEL_MAP_KEY])
+        problems = gate_problems(
+            artifact_utils.get_single_instance(input_dict[ANOMALIES_KEY]),
+            (input_dict.get(DRIFT_KEY) or [None])[0],
+            label_map,
+            reference,
+            bool(exec_properties[ALLOW_CLASS_CHANGES_KEY]),
+            exec_properties[PIPELINE_KEY],
+        )
+        duplicates = near_duplicate_problem(
+            record.near_duplicate_fraction, float(exec_properties[MAX_NEAR_DUPLICATE_FRACTION_KEY])
+        )
+        problems += [duplicates] if duplicates else []
+        if problems:
+            span = report.get_int_custom_property("span")
+            message = f"data gate stopped span {span} before training:\n  " + "\n  ".join(problems)
+            if self._context is None or self._context.executor_output_uri is None:
+                raise SpanStopped(message)  # no launcher would read the result below
+            return execution_result_pb2.ExecutorOutput(
+                execution_result=execution_result_pb2.ExecutionResult(
+                    code=STOPPED_CODE, result_message=message
+                )
+            )
+        change = class_change(reference, label_map) if reference else None
+        verdict = artifact_utils.get_single_instance(output_dict[VERDICT_KEY])
+        verdict.set_string_custom_property(
+            metadata_keys.CLASS_CHANGE_PROPERTY, change.describe() if change else ""
+        )
+        return None
+
+
+class DataGateSpec(component_spec.ComponentSpec):
+    PARAMETERS = {
+        REFERENCE_LABEL_MAP_KEY: component_spec.ExecutionParameter(type=str),
+        ALLOW_CLASS_CHANGES_KEY: component_spec.ExecutionParameter(type=int),
+        PIPELINE_KEY: component_spec.ExecutionParameter(type=str),
+        MAX_NEAR_DUPLICATE_FRACTION_KEY: component_spec.ExecutionParameter(type=float),
+    }
+    INPUTS = {
+        ANOMALIES_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleAnomalies),
+        DRIFT_KEY: component_spec.ChannelParameter(
+            type=standard_artifacts.ExampleAnomalies, optional=True
+        ),
+        INGEST_REPORT_KEY: component_spec.ChannelParameter(type=IngestReport),
+    }
+    OUTPUTS = {VERDICT_KEY: component_spec.ChannelParameter(type=DataVerdict)}
+
+
+class DataGate(base_component.BaseComponent):
+    """Args: anomalies (ExampleValidator), drift_anomalies (DistributionValidator; None: no
+    drift check), ingest_report (ImageExampleGen), reference_label_map (JSON: the pipeline's
+    label map, see DataSnapshot; "{}" on its first span), allow_class_changes (the policy),
+    pipeline (its name, for the setting that trains without a vanished class) and
+    max_near_duplicate_fraction (1.0: no limit)."""
+
+    SPEC_CLASS = DataGateSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(
+        self,
+        anomalies,
+        drift_anomalies,
+        ingest_report,
+        reference_label_map: str,
+        allow_class_changes: bool,
+        pipeline: str,
+        max_near_duplicate_fraction: float = 1.0,
+    ):
+        super().__init__(
+            spec=DataGateSpec(
+                anomalies=anomalies,
+                drift_anomalies=drift_anomalies,
+                ingest_report=ingest_report,
+                reference_label_map=reference_label_map,
+                allow_class_changes=int(allow_class_changes),
+                pipeline=pipeline,
+                max_near_duplicate_fraction=float(max_near_duplicate_fraction),
+                verdict=types.Channel(type=DataVerdict),
+            )
+        )

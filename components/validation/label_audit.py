@@ -1,0 +1,158 @@
+"""The label audit: likely label errors over every image, not only the eval split's.
+
+DataHealthGen can only judge the eval images: they are the ones the pipeline's model never
+trained on. The audit makes every image out-of-sample by k-fold training: K models from the
+trainer core, each on K-1 folds (data_prep/quality/folds.py keeps near-duplicates in one fold), each
+scoring its held-out fold. cleanlab then reads the whole out-of-sample probability matrix, and
+the report has the shape of DataHealthGen's health.json (components/validation/data_health.py),
+with every image counted as an eval image, plus the folds under `audit`.
+
+Files: health.json and eval_scores.npz (labels, probabilities and source paths of every image,
+fold by fold) in the report folder; the folds' shards and models live in a work folder that is
+removed when the trainings end, whether they finished or not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from components.evaluation import evaluation_report
+from components.evaluation.eval_split import read_batches
+from components.training.preprocessing import compute_normalization
+from components.training.train import train
+from components.training.trainer_config import TrainerConfig
+from components.validation import data_health
+from data_prep.contract import features
+from data_prep.quality.folds import FoldError, assign_folds
+from data_prep.writing.plan import cluster_keys
+from data_prep.writing.tfrecord import GzipTFRecordWriter
+
+FOLD_FILE = "fold-{index:02d}.tfrecord.gz"
+WORK_DIR = "work"
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditInput:
+    """A dataset as the ingest wrote it: every shard, the class names in label-id order and the
+    ingest report (near-duplicate clusters, odd images)."""
+
+    files: list[str]
+    label_names: list[str]
+    ingest: dict
+
+
+def fold_assignment(data: AuditInput, folds: int) -> dict[str, int]:
+    """Every image's fold (source path -> fold), near-duplicate clusters kept whole."""
+    spec = {key: features.feature_spec()[key] for key in (features.SOURCE_PATH, features.SHA256)}
+    spec[features.LABEL] = features.feature_spec()[features.LABEL]
+    sha256, labels = {}, {}
+    dataset = tf.data.TFRecordDataset(data.files, compression_type="GZIP").batch(512)
+    for records in dataset:
+        parsed = tf.io.parse_example(records, spec)
+        for path, digest, label in zip(
+            parsed[features.SOURCE_PATH].numpy(),
+            parsed[features.SHA256].numpy(),
+            parsed[features.LABEL].numpy(),
+            strict=True,
+        ):
+            sha256[path.decode()] = digest.decode()
+            labels[path.decode()] = data.label_names[label]
+    keys = cluster_keys(sha256, data.ingest.get("near_duplicates", []))
+    return assign_folds(keys, labels, folds)
+
+
+def write_folds(files: list[str], fold_of: dict[str, int], folds: int, directory: str) -> list[str]:
+    """Each fold's examples, as they are, in one gzip TFRecord file per fold; returns the files."""
+    paths = [os.path.join(directory, FOLD_FILE.format(index=i)) for i in range(folds)]
+    with contextlib.ExitStack() as stack:
+        writers = [stack.enter_context(GzipTFRecordWriter(path)) for path in paths]
+        for batch in read_batches(files):
+            for record, path in zip(batch.records.numpy(), batch.source_paths, strict=True):
+                writers[fold_of[path]].write(record)
+    return paths
+
+
+def check_fold_sizes(fold_of: dict[str, int], folds: int, config: TrainerConfig) -> None:
+    """Before any training: every fold's training images fill at least one batch."""
+    sizes = np.bincount(list(fold_of.values()), minlength=folds)
+    batch = config.batch_size * config.gradient_accumulation_steps
+    smallest = int(len(fold_of) - sizes.max())
+    if smallest < batch:
+        raise FoldError(
+            f"{len(fold_of)} images in {folds} folds leave {smallest} training images in a "
+            f"fold, less than one batch of {batch} (trainer.batch_size x "
+            "trainer.gradient_accumulation_steps); use fewer folds or more images"
+        )
+
+
+def run_audit(
+    config: TrainerConfig,
+    data: AuditInput,
+    folds: int,
+    report_dir: str,
+    on_fold=None,
+) -> dict:
+    """Trains `folds` models, scores each held-out fold, finds the label issues among all images;
+    writes health.json and eval_scores.npz into report_dir and returns the health report.
+
+    on_fold(index, images): called as each fold's training starts (0-based index), to show
+    progress.
+    """
+    config = dataclasses.replace(config, warm_start=False, report_input_pipeline=False)
+    config.validate()
+    fold_of = fold_assignment(data, folds)
+    check_fold_sizes(fold_of, folds, config)
+    work = os.path.join(report_dir, WORK_DIR)
+    os.makedirs(work, exist_ok=True)
+    try:
+        held_out, accuracies = _train_folds(config, data, fold_of, folds, work, on_fold)
+    finally:  # the folds' shards and models: a copy of the data and K models nobody serves
+        shutil.rmtree(work, ignore_errors=True)
+    scores = evaluation_report.EvalScores(
+        np.concatenate([s.labels for s in held_out]),
+        np.concatenate([s.probabilities for s in held_out]),
+        [path for s in held_out for path in s.source_paths],
+    )
+    health = data_health.build_health(data.ingest, scores, data.label_names)
+    health["audit"] = {
+        "folds": folds,
+        "images_per_fold": [len(s.labels) for s in held_out],
+        "held_out_accuracy": accuracies,
+    }
+    data_health.write_health(health, report_dir)
+    evaluation_report.write_scores(scores, report_dir)
+    return health
+
+
+def _train_folds(
+    config: TrainerConfig,
+    data: AuditInput,
+    fold_of: dict[str, int],
+    folds: int,
+    work: str,
+    on_fold,
+) -> tuple[list[evaluation_report.EvalScores], list[float]]:
+    """Each fold's held-out scores and accuracy, from a model trained on the other folds."""
+    fold_files = write_folds(data.files, fold_of, folds, work)
+    held_out, accuracies = [], []
+    for index, held in enumerate(fold_files):
+        if on_fold is not None:
+            on_fold(index, sum(fold == index for fold in fold_of.values()))
+        training = [path for path in fold_files if path != held]
+        metrics = train(
+            config,
+            training,
+            [held],
+            data.label_names,
+            compute_normalization(training, config.image_size),
+            output_dir=os.path.join(work, f"fold-{index:02d}"),
+        )
+        held_out.append(evaluation_report.score_split(metrics["serving_model_dir"], [held]))
+        accuracies.append(float(metrics["eval_accuracy"]))
+    return held_out, accuracies

@@ -1,0 +1,1 @@
+"""Data quality at ingest: near-duplicates, likely label errors and the folds an audit trains on."""

@@ -1,0 +1,1 @@
+"""Pipeline settings: the dataclasses and presets, config files, Beam options, the reference."""

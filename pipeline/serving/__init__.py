@@ -1,0 +1,1 @@
+"""Serving and predictions: the serving folder, `imgpipe predict` and its records."""

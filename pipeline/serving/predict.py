@@ -1,0 +1,310 @@
+"""Classifies image files with an exported model: what `imgpipe predict` runs, one Beam job for
+one file or a million, on the runners the ingest runs on.
+
+Inputs are files, folders (every file below them) and manifests (the ingest's CSV or JSON lines,
+labels optional). Each file goes through the ingest's own inspection
+(data_prep.reading.inspection), so whatever the ingest accepts is answered as the model saw it in
+training (WebP, TIFF, BMP,
+grayscale, CMYK, RGBA, EXIF-rotated photos), and a file the ingest would reject or ignore gets the
+ingest's status and reason instead of an answer. Accepted images are scored in batches by Beam's
+RunInference on the SavedModel's image signature; a batch the model fails on is reported per file,
+and the other files are still answered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.ml.inference.base import (
+    KeyedModelHandler,
+    ModelHandler,
+    PredictionResult,
+    RunInference,
+)
+
+from data_prep.reading import inspection
+from data_prep.reading.image_validation import ImageLimits
+from data_prep.reading.sources import (
+    MANIFEST_EXTENSIONS,
+    SourceFile,
+    list_class_folders,
+    read_manifest,
+)
+from pipeline.serving.predictions_file import (
+    IGNORED,
+    REJECTED,
+    SCORED,
+    PredictionRow,
+    read_rows,
+    write_rows,
+)
+
+MAX_BATCH_SIZE = 64
+FILES_PER_BUNDLE = 256
+EXPLAIN_CHUNK = 256  # images read back and explained at a time
+DEFAULT_MIN_CONFIDENCE = 0.5
+INFERENCE_FAILED = "inference_failed"  # the model raised on a batch holding the file
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictSettings:
+    """How files are scored.
+
+    Attributes:
+      top_k: classes listed per file, most probable first.
+      min_confidence: a top probability below it marks the prediction as low confidence.
+      limits: the ingest's per-image limits, applied to every file before it is decoded.
+    """
+
+    top_k: int = 3
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE
+    limits: ImageLimits = ImageLimits()
+
+    def validate(self) -> PredictSettings:
+        if self.top_k < 1:
+            raise ValueError(f"--top-k must be at least 1, got {self.top_k}")
+        if not 0.0 <= self.min_confidence <= 1.0:
+            raise ValueError(f"--min-confidence must be within 0 and 1, got {self.min_confidence}")
+        return self
+
+
+def resolve_model_dir(path: str) -> str:
+    """A SavedModel folder, or a Pusher destination (its newest numeric version)."""
+    if os.path.isfile(os.path.join(path, "saved_model.pb")):
+        return path
+    versions = sorted(
+        (int(name) for name in _listdir(path) if name.isdigit()),
+        reverse=True,
+    )
+    for version in versions:
+        candidate = os.path.join(path, str(version))
+        if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
+            return candidate
+    raise FileNotFoundError(f"{path} holds no SavedModel (saved_model.pb), nor numbered versions")
+
+
+def model_version(model_dir: str) -> str:
+    """A pushed version's number (its folder's name), else the model's folder."""
+    name = os.path.basename(os.path.normpath(model_dir))
+    return name if name.isdigit() else os.path.abspath(model_dir)
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def list_inputs(inputs: list[str]) -> list[SourceFile]:
+    """Every file to score, by absolute path (the rows are recorded in ML Metadata), in the order
+    given: a file as it is, a folder's files at any depth (entries that are no readable file
+    included, with their problem), a manifest's rows. A file named twice is scored once. Raises
+    data_prep.reading.sources.SourceError for an empty folder or a malformed manifest."""
+    sources, seen = [], set()
+    for named in inputs:
+        given = named if "://" in named else os.path.abspath(named)
+        if os.path.isdir(given):
+            found = list_class_folders(given)
+        elif given.lower().endswith(MANIFEST_EXTENSIONS) and os.path.isfile(given):
+            found = read_manifest(given, labelled=False)
+        else:
+            found = [SourceFile(given, given, None)]
+        for source in found:
+            if source.path not in seen:
+                seen.add(source.path)
+                sources.append(source)
+    return sources
+
+
+class ImageModelHandler(ModelHandler[bytes, PredictionResult, object]):
+    """The exported SavedModel's image signature for RunInference: a batch of encoded JPEG or
+    PNG images in, one row of class probabilities (in label-id order) out per image. Loaded with
+    tf.saved_model.load, as a model server does: the signatures decode and preprocess their own
+    inputs, which the bare Keras network would not."""
+
+    def __init__(self, model_dir: str):
+        super().__init__()
+        self._model_dir = model_dir
+
+    def load_model(self) -> object:
+        import tensorflow as tf
+
+        return tf.saved_model.load(self._model_dir)
+
+    def run_inference(self, batch, model, inference_args=None):
+        import tensorflow as tf
+
+        from components.training.export import IMAGES_SIGNATURE
+
+        serve = model.signatures[IMAGES_SIGNATURE]
+        probabilities = serve(images=tf.constant(list(batch), tf.string))["probabilities"]
+        return [
+            PredictionResult(image, row, self._model_dir)
+            for image, row in zip(batch, probabilities.numpy(), strict=True)
+        ]
+
+    def batch_elements_kwargs(self):
+        return {"max_batch_size": MAX_BATCH_SIZE}
+
+    def get_metrics_namespace(self) -> str:
+        return "imgpipe_predict"
+
+
+def _examine(bundle: tuple[SourceFile, ...], limits: ImageLimits):
+    """Each scorable image as ((file, sha256), encoded bytes) on the 'images' output; any other
+    file as its row."""
+    for source in bundle:
+        outcome, accepted = inspection.examine_source(source, limits)
+        if outcome.status == inspection.ACCEPTED:
+            key = (source.path, outcome.sha256)
+            yield beam.pvalue.TaggedOutput("images", (key, accepted.encoded))
+            continue
+        status = IGNORED if outcome.status == inspection.IGNORED else REJECTED
+        yield PredictionRow(source.path, status, reason=outcome.reason, detail=outcome.detail)
+
+
+def _scored_row(
+    keyed, label_names: tuple[str, ...], settings: PredictSettings, version: str
+) -> PredictionRow:
+    (path, sha256), result = keyed
+    row = np.asarray(result.inference)
+    best = np.argsort(-row, kind="stable")[: settings.top_k]
+    top_k = tuple((label_names[i], float(row[i])) for i in best)
+    return PredictionRow(
+        path,
+        SCORED,
+        top_k=top_k,
+        low_confidence=top_k[0][1] < settings.min_confidence,
+        model_version=version,
+        sha256=sha256,
+    )
+
+
+def _failed_rows(failed_batch) -> list[PredictionRow]:
+    batch, error = failed_batch
+    detail = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+    return [
+        PredictionRow(path, REJECTED, reason=INFERENCE_FAILED, detail=detail, sha256=sha256)
+        for (path, sha256), _ in batch
+    ]
+
+
+class ScoreImages(beam.PTransform):
+    """Files -> one PredictionRow per file, written to `output` sorted by file; outputs the
+    output's path."""
+
+    def __init__(
+        self,
+        sources: list[SourceFile],
+        model_dir: str,
+        label_names: tuple[str, ...],
+        settings: PredictSettings,
+        output: str,
+    ):
+        super().__init__()
+        self._sources, self._model_dir, self._label_names = sources, model_dir, label_names
+        self._settings, self._output = settings, output
+
+    def expand(self, pbegin):
+        version = model_version(self._model_dir)
+        size = FILES_PER_BUNDLE
+        bundles = [tuple(self._sources[i : i + size]) for i in range(0, len(self._sources), size)]
+        examined = (
+            pbegin
+            # Bundles of files: Create embeds its elements in the pipeline's graph, which Beam
+            # pickles and compresses several times, so a million files would cost it a million
+            # elements (the ingest bundles its files for the same reason).
+            | "Files" >> beam.Create(bundles)
+            | "Examine"
+            >> beam.FlatMap(_examine, self._settings.limits).with_outputs("images", main="rows")
+        )
+        scored, failed = (
+            examined.images
+            | "Score"
+            >> RunInference(
+                KeyedModelHandler(ImageModelHandler(self._model_dir))
+            ).with_exception_handling()
+        )
+        return (
+            (
+                examined.rows,
+                scored
+                | "Rows" >> beam.Map(_scored_row, self._label_names, self._settings, version),
+                failed.failed_inferences | "FailedRows" >> beam.FlatMap(_failed_rows),
+            )
+            | "AllRows" >> beam.Flatten()
+            | "Gather" >> beam.combiners.ToList()
+            | "Write" >> beam.Map(_write, self._output)
+        )
+
+
+def _write(rows: list[PredictionRow], output: str) -> str:
+    write_rows(rows, output)
+    return output
+
+
+def predict(
+    inputs: list[str],
+    model_dir: str,
+    settings: PredictSettings,
+    output: str | None = None,
+    beam_args: tuple[str, ...] = (),
+) -> list[PredictionRow]:
+    """Scores every file of the inputs with the SavedModel in model_dir (a version folder or a
+    Pusher destination); returns one row per file, sorted by file, and writes them to output
+    when given (.csv or .jsonl). Raises FileNotFoundError for a folder without a model,
+    ValueError for bad settings, data_prep.reading.sources.SourceError for unusable inputs."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from components.training.serving_assets import read_label_names
+    from pipeline.config.beam_options import resolve_beam_args
+
+    settings.validate()
+    model_dir = resolve_model_dir(model_dir)
+    label_names = tuple(read_label_names(model_dir))
+    sources = list_inputs(inputs)
+    options = PipelineOptions(list(resolve_beam_args(tuple(beam_args), len(sources))))
+    with tempfile.TemporaryDirectory(prefix="imgpipe-predict-") as scratch:
+        written = output or os.path.join(scratch, "predictions.jsonl")
+        with beam.Pipeline(options=options) as pipeline:
+            _ = pipeline | "Predict" >> ScoreImages(
+                sources, model_dir, label_names, settings, written
+            )
+        return read_rows(written)
+
+
+def write_explanations(
+    rows: list[PredictionRow], model_dir: str, folder: str, limits: ImageLimits
+) -> list[str]:
+    """A Grad-CAM overlay PNG (components/evaluation/gradcam.py) of each scored file's top class in
+    folder,
+    named after the file and its bytes; returns their paths. A file changed since it was scored
+    is left out."""
+    from components.evaluation.gradcam import Explainer, overlay
+
+    explainer = Explainer(resolve_model_dir(model_dir))
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    scored = [row for row in rows if row.status == SCORED]
+    for start in range(0, len(scored), EXPLAIN_CHUNK):
+        images = []
+        for row in scored[start : start + EXPLAIN_CHUNK]:
+            outcome, accepted = inspection.examine_source(
+                SourceFile(row.file, row.file, None), limits
+            )
+            if accepted is not None and outcome.sha256 == row.sha256:
+                images.append((row, accepted.encoded))
+        class_ids = [explainer.label_names.index(row.top_class) for row, _ in images]
+        explained = explainer.explain([encoded for _, encoded in images], class_ids)
+        for (row, _), explanation in zip(images, explained, strict=True):
+            stem = os.path.splitext(os.path.basename(row.file))[0]
+            path = os.path.join(folder, f"{stem}-{row.sha256[:8]}.png")
+            with open(path, "wb") as handle:
+                handle.write(overlay(explanation))
+            written.append(path)
+    return written

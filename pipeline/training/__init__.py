@@ -1,0 +1,1 @@
+"""The Trainer's wiring: which earlier model a run warm-starts from."""

@@ -1,0 +1,68 @@
+"""Model card pieces that do not need a pipeline run: the input spec read from saved_model.pb,
+the trainer's reports read whatever they hold, package versions. The whole card is checked on a
+pipeline run in tests/e2e/test_local_run.py."""
+
+import os
+
+import pytest
+
+from components.evaluation import model_card
+
+
+def test_trainer_reports_reads_every_json_file_and_tolerates_a_broken_one(tmp_path):
+    (tmp_path / "training_metrics.json").write_text('{"eval_accuracy": 0.5}')
+    (tmp_path / "performance.json").write_text('{"images_per_second": 10')  # cut short
+    (tmp_path / "notes.txt").write_text("not a report")
+    (tmp_path / "logs").mkdir()
+
+    reports = model_card.trainer_reports(str(tmp_path))
+
+    assert list(reports) == ["performance.json", "training_metrics.json"]
+    assert reports["training_metrics.json"] == {"eval_accuracy": 0.5}
+    assert "unreadable" in reports["performance.json"]
+
+
+def test_package_versions_name_the_stack():
+    versions = model_card.package_versions()
+    assert versions["tfx"] == "1.16.0"
+    assert versions["tensorflow"].startswith("2.16")
+
+
+@pytest.mark.slow
+def test_signature_spec_reads_both_signatures_from_the_saved_model(model_artifact):
+    spec = model_card.signature_spec(os.path.join(model_artifact.uri, "Format-Serving"))
+
+    assert spec["serving_default"]["inputs"] == {"examples": {"dtype": "string", "shape": [None]}}
+    assert spec["serving_images"]["inputs"] == {"images": {"dtype": "string", "shape": [None]}}
+    for signature in spec.values():
+        assert signature["outputs"]["probabilities"] == {"dtype": "float32", "shape": [None, 3]}
+        assert signature["outputs"]["class_names"]["dtype"] == "string"
+
+
+def test_class_names_in_the_markdown_card_show_html_and_control_characters_as_text():
+    from components.evaluation.model_card import markdown_text
+
+    assert markdown_text("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
+    assert markdown_text("cat\x1b[31m|dog") == "cat\\x1b[31m\\|dog"
+    assert markdown_text("plain owl") == "plain owl"
+
+
+def test_the_tflite_table_gives_each_models_gap_size_latency_and_file_or_refusal():
+    tflite = {
+        "files": {"float32": "model_float32.tflite"},
+        "bytes": {"float32": 2**20, "int8": 2**18},
+        "latency_ms": {"float32": {"p50": 1.1, "p99": 2.0}, "int8": {"p50": 0.3, "p99": 0.5}},
+        "eval": {
+            "examples": 100,
+            "accuracy": {"saved_model": 0.95, "float32": 0.95, "int8": 0.92},
+            "accuracy_gap_points": {"float32": 0.0, "int8": 3.0},
+        },
+    }
+
+    lines = model_card.tflite_table(tflite)
+
+    assert "SavedModel accuracy 0.9500" in lines[1]
+    assert lines[-2:] == [
+        "| float32 | 0.9500 | +0.00 | 1.00 | 1.10 / 2.00 | `tflite/model_float32.tflite` |",
+        "| int8 | 0.9200 | +3.00 | 0.25 | 0.30 / 0.50 | refused |",
+    ]

@@ -1,0 +1,138 @@
+"""The Pusher: a version folder appears whole and verified or not at all, a push that did not
+happen raises, what it pushed is recorded and later checked, and what no push finished is
+found."""
+
+import json
+import os
+import shutil
+
+import pytest
+from google.protobuf import json_format
+from tfx import v1 as tfx
+from tfx.types import standard_artifacts
+
+from components.serving import pusher
+from components.training import serving_assets
+from tests.components.training.conftest import LABEL_NAMES
+
+SERVING = "Format-Serving"
+
+
+def _model_dir(model_artifact) -> str:
+    return os.path.join(model_artifact.uri, SERVING)
+
+
+def _broken_copy(model_artifact, root) -> str:
+    """A copy of the export whose label file names one class too few: it loads, answers wrong."""
+    broken = str(root / "broken")
+    shutil.copytree(_model_dir(model_artifact), broken)
+    labels = os.path.join(broken, serving_assets.ASSETS_EXTRA, serving_assets.LABELS_FILE)
+    with open(labels, "w") as handle:
+        handle.write("".join(f"{name}\n" for name in LABEL_NAMES[:2]))
+    return broken
+
+
+def _do(model, blessed: int, base, root) -> standard_artifacts.PushedModel:
+    model_blessing = standard_artifacts.ModelBlessing()
+    model_blessing.set_int_custom_property("blessed", blessed)
+    infra_blessing = standard_artifacts.InfraBlessing()
+    infra_blessing.set_int_custom_property("blessed", 1)
+    pushed = standard_artifacts.PushedModel()
+    pushed.uri = str(root / "pushed")
+    destination = tfx.proto.PushDestination(
+        filesystem=tfx.proto.PushDestination.Filesystem(base_directory=str(base))
+    )
+    pusher.Executor().Do(
+        {"model": [model], "model_blessing": [model_blessing], "infra_blessing": [infra_blessing]},
+        {"pushed_model": [pushed]},
+        {"push_destination": json_format.MessageToJson(destination)},
+    )
+    return pushed
+
+
+@pytest.mark.slow
+def test_a_blessed_model_is_pushed_whole_and_recorded_with_its_files(model_artifact, tmp_path):
+    pushed = _do(model_artifact, 1, tmp_path / "serving", tmp_path)
+
+    assert pushed.get_int_custom_property(pusher.PUSHED) == 1
+    version = pushed.get_string_custom_property(pusher.VERSION)
+    folder = pushed.get_string_custom_property(pusher.DESTINATION)
+    assert folder == str(tmp_path / "serving" / version)
+    assert os.listdir(tmp_path / "serving") == [version]  # no temporary folder left
+    files = json.loads(pushed.get_string_custom_property(pusher.PUSHED_FILES))
+    assert files == pusher.file_manifest(_model_dir(model_artifact))
+    assert {pusher.SAVED_MODEL_FILE, pusher.VARIABLES_INDEX} <= set(files)
+    assert pusher.version_problems(folder, json.dumps(files)) == []
+    assert os.path.isfile(os.path.join(pushed.uri, pusher.SAVED_MODEL_FILE))  # the archive
+
+
+def test_a_model_without_the_evaluators_blessing_is_not_pushed(model_artifact, tmp_path):
+    pushed = _do(model_artifact, 0, tmp_path / "serving", tmp_path)
+    assert pushed.get_int_custom_property(pusher.PUSHED) == 0
+    assert not (tmp_path / "serving").exists()
+
+
+@pytest.mark.slow
+def test_a_copy_that_does_not_serve_in_a_fresh_process_is_not_put_in_place(
+    model_artifact, tmp_path
+):
+    broken = _broken_copy(model_artifact, tmp_path)
+    with pytest.raises(pusher.PushError, match=r"does not serve: .*not \(1, 2\)"):
+        pusher.push(broken, str(tmp_path / "serving"))
+    assert os.listdir(tmp_path / "serving") == []  # the temporary copy is gone too
+
+
+def test_a_version_folder_that_appears_meanwhile_is_never_taken_for_a_push(
+    model_artifact, tmp_path, monkeypatch
+):
+    serving = tmp_path / "serving"
+    (serving / "100").mkdir(parents=True)
+    monkeypatch.setattr(pusher, "serve_problems_in_fresh_process", lambda model_dir: [])
+    monkeypatch.setattr(pusher, "next_version", lambda base: "100")
+    with pytest.raises(pusher.PushError, match="100 already exists; nothing was pushed"):
+        pusher.push(_model_dir(model_artifact), str(serving))
+    assert os.listdir(serving) == ["100"] and os.listdir(serving / "100") == []
+
+
+def test_versions_count_up_from_the_highest_there(tmp_path):
+    (tmp_path / "9999999999").mkdir()
+    (tmp_path / "notes").mkdir()
+    assert pusher.next_version(str(tmp_path)) == "10000000000"
+    assert int(pusher.next_version(str(tmp_path / "notes"))) > 1_700_000_000  # the time
+
+
+def test_a_pushed_folder_is_checked_against_the_files_pushed(model_artifact, tmp_path):
+    folder = str(tmp_path / "1")
+    shutil.copytree(_model_dir(model_artifact), folder)
+    recorded = json.dumps(pusher.file_manifest(folder))
+    assert pusher.version_problems(folder, recorded) == []
+    assert pusher.version_problems(folder, None) == []
+    with open(os.path.join(folder, "model_card.md"), "w") as handle:
+        handle.write("# placed beside the model after the push")
+    assert pusher.version_problems(folder, recorded) == []
+    shutil.rmtree(os.path.join(folder, "variables"))
+    problems = pusher.version_problems(folder, recorded)
+    assert "variables/variables.index is missing" in problems
+    assert pusher.version_problems(folder, None) == ["variables/variables.index is missing"]
+    assert pusher.version_problems(str(tmp_path / "2"), recorded) == ["the folder is gone"]
+
+
+def test_leftovers_are_temporary_folders_and_versions_without_a_whole_model(
+    model_artifact, tmp_path
+):
+    whole = tmp_path / "1"
+    shutil.copytree(_model_dir(model_artifact), whole)
+    no_graph = tmp_path / "2"
+    shutil.copytree(whole, no_graph)
+    os.remove(no_graph / pusher.SAVED_MODEL_FILE)  # a copy cut short before its last file
+    no_variables = tmp_path / "3"
+    shutil.copytree(whole, no_variables)
+    shutil.rmtree(no_variables / "variables")
+    (tmp_path / f"{pusher.TEMPORARY_PREFIX}abc").mkdir()
+    (tmp_path / "README").write_text("not a version")
+    assert pusher.leftovers(str(tmp_path)) == [
+        str(tmp_path / f"{pusher.TEMPORARY_PREFIX}abc"),
+        str(no_graph),
+        str(no_variables),
+    ]
+    assert pusher.leftovers(str(tmp_path / "none")) == []

@@ -1,0 +1,163 @@
+"""DataGate's executor on hand-made validator outputs: it stops a span naming each problem (and
+records why in the executor's result), lets a clean span through, and obeys the class policy."""
+
+import json
+
+import pytest
+from tensorflow_metadata.proto.v0 import anomalies_pb2
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils, standard_artifacts
+
+from components import metadata_keys
+from components.artifacts import IngestReport
+from components.validation import data_gate
+
+REFERENCE = {"circle": 0, "square": 1, "triangle": 2}
+
+
+def _anomalies(root, folder, split, anomalies=None):
+    artifact = standard_artifacts.ExampleAnomalies()
+    artifact.uri = str(root)
+    if anomalies is None:  # DistributionValidator without a baseline writes nothing
+        return artifact
+    artifact.split_names = artifact_utils.encode_split_names([split])
+    (root / f"{folder}-{split}").mkdir(parents=True)
+    (root / f"{folder}-{split}" / data_gate.ANOMALIES_FILE).write_bytes(
+        anomalies.SerializeToString()
+    )
+    return artifact
+
+
+def _drift(feature, description):
+    anomalies = anomalies_pb2.Anomalies()
+    reason = anomalies.anomaly_info[feature].reason.add()
+    reason.short_description = "High Linfty distance between current and previous"
+    reason.description = description
+    return anomalies
+
+
+def _report(root, label_map, near_duplicates=0.0):
+    """An IngestReport as ImageExampleGen records it (the gate reads its recorded label map and
+    near-duplicate share)."""
+    report = IngestReport()
+    report.uri = str(root)
+    report.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, json.dumps(label_map))
+    report.set_int_custom_property("span", 2)
+    report.set_float_custom_property(
+        metadata_keys.NEAR_DUPLICATE_FRACTION_PROPERTY, near_duplicates
+    )
+    return report
+
+
+def _run(
+    tmp_path,
+    label_map,
+    drift=None,
+    allow=False,
+    reads_results=True,
+    near_duplicates=0.0,
+    limit=1.0,
+):
+    """The gate's executor as a launcher that reads execution results (the local runner's)
+    runs it, or as TFX's legacy launcher (Airflow's) does, with no executor output path."""
+    verdict = data_gate.DataVerdict()
+    context = base_executor.BaseExecutor.Context(
+        executor_output_uri=str(tmp_path / "executor_output.pb") if reads_results else None
+    )
+    output = data_gate.Executor(context).Do(
+        {
+            data_gate.ANOMALIES_KEY: [
+                _anomalies(tmp_path / "schema", "Split", "train", anomalies_pb2.Anomalies())
+            ],
+            data_gate.DRIFT_KEY: [
+                _anomalies(tmp_path / "drift", "SplitPair", "train_train", drift)
+            ],
+            data_gate.INGEST_REPORT_KEY: [_report(tmp_path / "report", label_map, near_duplicates)],
+        },
+        {data_gate.VERDICT_KEY: [verdict]},
+        {
+            data_gate.REFERENCE_LABEL_MAP_KEY: json.dumps(REFERENCE),
+            data_gate.ALLOW_CLASS_CHANGES_KEY: int(allow),
+            data_gate.PIPELINE_KEY: "shapes",
+            data_gate.MAX_NEAR_DUPLICATE_FRACTION_KEY: limit,
+        },
+    )
+    return output, verdict
+
+
+def test_a_clean_span_passes_with_no_class_change(tmp_path):
+    output, verdict = _run(tmp_path, REFERENCE)
+    assert output is None
+    assert verdict.get_string_custom_property(metadata_keys.CLASS_CHANGE_PROPERTY) == ""
+
+
+def test_drift_stops_the_span_naming_feature_value_and_threshold(tmp_path):
+    text = (
+        "The Linfty distance between current and previous is 1 (up to six significant "
+        "digits), above the threshold 0.2."
+    )
+    output, _ = _run(tmp_path, REFERENCE, drift=_drift("image_format", text))
+    assert output.execution_result.code == data_gate.STOPPED_CODE
+    message = output.execution_result.result_message
+    assert message.startswith("data gate stopped span 2 before training:")
+    assert "drift: train_train: feature 'image_format': High Linfty distance" in message
+    assert "is 1 (up to six significant digits), above the threshold 0.2" in message
+    assert message.endswith("; to let this span through: --set gate.image_format_linf=1")
+
+
+def test_the_let_through_setting_is_the_measured_distance_rounded_up():
+    line = "The distance is 0.2314 (up to six significant digits), above the threshold 0.2."
+    assert data_gate.let_through("label_name", line) == (
+        "; to let this span through: --set gate.class_distribution_linf=0.24"
+    )
+    assert data_gate.let_through("width", line.replace("0.2314", "0.3")).endswith(
+        "--set gate.image_size_jsd=0.3"
+    )
+    assert data_gate.let_through("sha256", line) == ""
+    assert data_gate.let_through("label_name", "no distance here") == ""
+
+
+def test_a_new_class_stops_unless_allowed_and_then_its_share_drift_is_expected(tmp_path):
+    with_cross = {**REFERENCE, "cross": 3}
+    output, _ = _run(tmp_path / "stopped", with_cross)
+    message = output.execution_result.result_message
+    assert (
+        "classes: new class(es) cross against the pipeline's classes (circle, square, " in message
+    )
+    assert "to train a model with the new head: --set gate.allow_class_changes=true" in message
+
+    share = _drift("label_name", "The Linfty distance ... is 0.25, above the threshold 0.2.")
+    output, verdict = _run(tmp_path / "allowed", with_cross, drift=share, allow=True)
+    assert output is None
+    assert verdict.get_string_custom_property(metadata_keys.CLASS_CHANGE_PROPERTY) == (
+        "new class(es) cross"
+    )
+
+
+def test_a_gone_class_stops_even_when_changes_are_allowed(tmp_path):
+    output, _ = _run(tmp_path, {"circle": 0, "square": 1, "cross": 3}, allow=True)
+    message = output.execution_result.result_message
+    assert "new class(es) cross and class(es) gone triangle" in message
+    assert "put its images back" in message
+    # The exact setting that trains the classes left, as a pipeline of their own.
+    assert message.endswith("--set name=shapes-without-triangle")
+
+
+def test_a_launcher_that_reads_no_results_gets_the_stop_as_an_exception(tmp_path):
+    with pytest.raises(data_gate.SpanStopped) as stopped:
+        _run(tmp_path, {**REFERENCE, "cross": 3}, reads_results=False)
+    assert str(stopped.value).startswith("data gate stopped span 2 before training:")
+    assert "new class(es) cross" in str(stopped.value)
+    output, _ = _run(tmp_path / "clean", REFERENCE, reads_results=False)
+    assert output is None  # a clean span passes the same way on every launcher
+
+
+def test_too_many_near_duplicates_stop_the_span_only_above_the_limit(tmp_path):
+    output, _ = _run(tmp_path / "stopped", REFERENCE, near_duplicates=0.12, limit=0.05)
+    message = output.execution_result.result_message
+    assert (
+        "near-duplicates: 12.0% of the distinct images are in near-duplicate clusters "
+        "> gate.max_near_duplicate_fraction 5.0%" in message
+    )
+    output, _ = _run(tmp_path / "passed", REFERENCE, near_duplicates=0.05, limit=0.05)
+    assert output is None

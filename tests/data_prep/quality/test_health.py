@@ -1,0 +1,178 @@
+import io
+
+import imagehash
+import numpy as np
+import pytest
+import skimage.data
+from PIL import Image, ImageEnhance, ImageFilter
+
+from data_prep.quality import health
+
+
+def photo(name: str, size=(400, 300)) -> Image.Image:
+    return Image.fromarray(getattr(skimage.data, name)()).convert("RGB").resize(size)
+
+
+def reencoded(image: Image.Image, quality: int = 70) -> Image.Image:
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=quality)
+    return Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+
+
+def distance(a: health.ImageSignals, b: health.ImageSignals) -> int:
+    return bin(a.phash ^ b.phash).count("1")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_phash_equals_imagehash_on_32x32_grayscale(seed):
+    rng = np.random.default_rng(seed)
+    if seed % 2:
+        pixels = rng.integers(0, 256, (32, 32), dtype=np.uint8)
+    else:  # structured, like a photo's low frequencies
+        ramp = np.linspace(0, 255, 32)[None, :] * np.linspace(0.2, 1, 32)[:, None]
+        pixels = np.clip(ramp + rng.normal(0, 15, (32, 32)), 0, 255).astype(np.uint8)
+    expected = int(str(imagehash.phash(Image.fromarray(pixels, "L"))), 16)
+    assert health.phash(pixels) == expected
+
+
+def test_copies_are_near_and_other_photos_far():
+    original = photo("astronaut")
+    signals = health.image_signals(original)
+    copies = [
+        reencoded(original, 60),
+        original.resize((200, 150)),
+        original.crop((8, 6, 392, 294)),
+        ImageEnhance.Brightness(original).enhance(1.25),
+    ]
+    for copy in copies:
+        assert distance(signals, health.image_signals(copy)) <= 10
+    for other in ("chelsea", "coffee", "rocket"):
+        assert distance(signals, health.image_signals(photo(other))) > 10
+
+
+def signals_pairs(images: list[Image.Image], max_distance: int = 10) -> list[tuple[int, int]]:
+    signals = [health.image_signals(image) for image in images]
+    return health.near_duplicate_pairs(
+        [s.phash for s in signals], [s.grid for s in signals], max_distance
+    )
+
+
+def test_pairs_need_close_hashes_and_alike_colours():
+    layout = np.random.default_rng(0).integers(40, 200, (64, 3))
+    grid = layout.astype(np.uint8).tobytes()  # an 8x8 RGB grid
+    brighter = np.clip(layout * 1.2 + 10, 0, 255).astype(np.uint8).tobytes()
+    other_layout = layout[::-1].astype(np.uint8).tobytes()
+    hashes = [0b1011, 0b1011, 0b1011, 0b1011 ^ (2**40 - 1), 0b1010]
+    grids = [grid, brighter, other_layout, grid, grid]
+    assert health.near_duplicate_pairs(hashes, grids, max_distance=10) == [
+        (0, 1),
+        (0, 4),
+        (1, 4),
+    ]
+    assert health.near_duplicate_pairs(hashes, grids, max_distance=0) == [(0, 1)]
+
+
+@pytest.mark.parametrize("name", ["astronaut", "coffee", "chelsea"])
+def test_copies_of_a_photo_pair_with_it_and_other_photos_do_not(name):
+    original = photo(name)
+    copies = [
+        reencoded(original, 60),
+        original.resize((600, 450)),
+        original.resize((200, 150)),
+        ImageEnhance.Brightness(original).enhance(1.25),
+    ]
+    others = [photo(other) for other in ("rocket", "hubble_deep_field")]
+    pairs = signals_pairs([original, *copies, *others])
+    assert [p for p in pairs if p[0] == 0] == [(0, k) for k in range(1, 5)]
+    assert not [p for p in pairs if max(p) > 4]
+
+
+def digit(index: int) -> Image.Image:
+    """A scan of scikit-learn's digits as the health benchmark writes it: 64x64 RGB."""
+    from sklearn.datasets import load_digits
+
+    scan = np.round(load_digits().images[index] * (255 / 16)).astype(np.uint8)
+    return Image.fromarray(scan).convert("RGB").resize((64, 64), Image.Resampling.BICUBIC)
+
+
+def test_distinct_scans_alike_at_8x8_are_not_near_duplicates_but_their_copies_are():
+    # Two different scans of a 6 whose hashes are close and whose 8x8 grids, compared as they
+    # are, agree; a crop of 2 pixels a side moves the first one's grid further than that.
+    first, second = digit(741), digit(1005)
+    assert distance(health.image_signals(first), health.image_signals(second)) <= 10
+    copies = [
+        reencoded(first, 60),
+        first.crop((2, 2, 62, 62)),
+        ImageEnhance.Brightness(first).enhance(1.25),
+    ]
+    assert signals_pairs([first, second, *copies]) == [
+        (0, 2),
+        (0, 3),
+        (0, 4),
+        (2, 3),
+        (2, 4),
+        (3, 4),
+    ]
+
+
+def test_pairs_across_blocks_are_all_found():
+    rng = np.random.default_rng(1)
+    hashes = [int(h) for h in rng.integers(0, 2**62, 300, dtype=np.int64)]
+    hashes[250] = hashes[3] ^ 0b111  # 3 bits apart, in different blocks
+    grids = [bytes(3 * health.GRID_SIDE**2)] * 300
+    found = health.near_duplicate_pairs(
+        hashes, grids, max_distance=5, block=64, hash_block_pairs=64 * 300
+    )
+    assert (3, 250) in found
+
+
+def test_clusters_are_connected_groups():
+    assert health.clusters(6, [(0, 2), (2, 5), (3, 4)]) == [[0, 2, 5], [3, 4]]
+    assert health.clusters(3, []) == []
+
+
+@pytest.mark.parametrize(
+    ("image", "flag"),
+    [
+        (Image.new("RGB", (120, 90), (10, 10, 12)), "dark"),
+        (Image.new("RGB", (120, 90), (250, 250, 250)), "light"),
+        (Image.new("RGB", (120, 90), (128, 100, 90)), "low_information"),
+    ],
+)
+def test_flags_of_odd_images(image, flag):
+    assert flag in health.image_signals(image).flags
+
+
+def test_blurry_and_aspect_flags():
+    sharp = photo("astronaut")
+    assert health.image_signals(sharp).flags == ()
+    # Blur is judged at 64 pixels, as cleanvision does: a 16-pixel blur of 400 is still visible.
+    assert "blurry" in health.image_signals(sharp.filter(ImageFilter.GaussianBlur(16))).flags
+    assert "odd_aspect_ratio" in health.image_signals(photo("astronaut", (600, 100))).flags
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_percentile_below_agrees_with_numpy(seed):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 50, int(rng.integers(1, 200)), dtype=np.int32)
+    for quantile in (0.0, 0.05, 0.37, 0.99, 1.0):
+        percentile = float(np.percentile(values, quantile * 100))
+        # Thresholds at, around and between the values, where the two neighbours straddle it.
+        for threshold in (percentile, percentile + 0.25, percentile - 0.25, *range(-1, 51)):
+            expected = percentile < threshold
+            assert health._percentile_below(values, quantile, threshold) == expected
+
+
+def test_edges_equal_pillows_find_edges():
+    rng = np.random.default_rng(0)
+    for height, width in ((1, 1), (2, 5), (3, 3), (47, 63), (64, 9)):
+        pixels = rng.integers(0, 256, (height, width), dtype=np.uint8)
+        expected = np.asarray(Image.fromarray(pixels, "L").filter(ImageFilter.FIND_EDGES))
+        np.testing.assert_array_equal(health._edges(pixels), expected)
+
+
+def test_odd_size_is_far_from_the_dataset():
+    sizes = [(400 + 10 * i, 300 + 8 * i) for i in range(12)] + [(4000, 3000)]
+    assert health.odd_size_flags(sizes) == [False] * 12 + [True]
+    assert health.odd_size_flags([(64, 64)] * 9 + [(65, 64)]) == [False] * 9 + [True]
+    assert health.odd_size_flags([]) == []
