@@ -29,13 +29,13 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
+from components.serving.versions import SAVED_MODEL_FILE, VARIABLES_INDEX
+
 LOGGER = logging.getLogger(__name__)
 TEMPORARY_PREFIX = ".pushing-"
 # PushedModel custom properties: TFX's three, and the files a push wrote.
 PUSHED, DESTINATION, VERSION = "pushed", "pushed_destination", "pushed_version"
 PUSHED_FILES = "pushed_files"
-SAVED_MODEL_FILE = "saved_model.pb"
-VARIABLES_INDEX = "variables/variables.index"
 PROBE_TIMEOUT_SECONDS = 900
 
 

@@ -28,39 +28,29 @@ def add_ui(subparsers) -> None:
 
 
 def _run_ui(args, beam_args: list[str]) -> int:
-    import socket
     import threading
 
     from werkzeug.serving import make_server
 
+    from pipeline.cli.listening import ListenError, listen, reachability_warning
     from pipeline.mlmd_connection import StoreNotFound
-    from pipeline.ui.app import create_app, is_loopback, warm_up
+    from pipeline.ui.app import create_app, warm_up
 
-    if not 0 <= args.port <= 65535:
-        print(f"imgpipe ui: error: --port {args.port} is not a port (0 to 65535)", file=sys.stderr)
-        return exit_codes.BAD_INPUT
     try:
-        target = options.store_target(args)
-        target.open()  # fail now, not at the first page, when the store is not there
         # Bound here, not by Werkzeug, which prints its own lines and exits when the port is taken.
-        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-        with socket.create_server((args.host, args.port), family=family) as listener:
+        with listen(args.host, args.port) as listener:
+            target = options.store_target(args)
+            target.open()  # fail now, not at the first page, when the store is not there
             app = create_app(target.open, target.describe(), args.host)
             server = make_server(args.host, args.port, app, threaded=True, fd=listener.fileno())
-    except (ConfigError, StoreNotFound) as error:
+    except (ConfigError, StoreNotFound, ListenError) as error:
         print(f"imgpipe ui: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    except OSError as error:
-        print(
-            f"imgpipe ui: error: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr
-        )
-        return exit_codes.BAD_INPUT
-    if not is_loopback(args.host):
-        print(
-            f"imgpipe ui: warning: listening on {args.host}, reachable from other machines; the "
-            "UI has no login, so anyone who can reach it reads every run and image",
-            file=sys.stderr,
-        )
+    warning = reachability_warning(
+        "ui", args.host, "the UI has no login, so anyone who can reach it reads every run and image"
+    )
+    if warning:
+        print(warning, file=sys.stderr)
     if not args.verbose:  # one line per request is the web server's log, not the user's
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
     print(f"imgpipe ui: http://{args.host}:{server.port}/ over {target.describe()}")

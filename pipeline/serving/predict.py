@@ -26,6 +26,7 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
+from components.serving.versions import served_version, version_dir
 from data_prep.reading import inspection
 from data_prep.reading.image_validation import ImageLimits
 from data_prep.reading.sources import (
@@ -73,31 +74,21 @@ class PredictSettings:
 
 
 def resolve_model_dir(path: str) -> str:
-    """A SavedModel folder, or a Pusher destination (its newest numeric version)."""
+    """A SavedModel folder, or a Pusher destination (the version a server of it serves)."""
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         return path
-    versions = sorted(
-        (int(name) for name in _listdir(path) if name.isdigit()),
-        reverse=True,
-    )
-    for version in versions:
-        candidate = os.path.join(path, str(version))
-        if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
-            return candidate
-    raise FileNotFoundError(f"{path} holds no SavedModel (saved_model.pb), nor numbered versions")
+    version = served_version(path)
+    if version is None:
+        raise FileNotFoundError(
+            f"{path} holds no SavedModel (saved_model.pb), nor numbered versions"
+        )
+    return version_dir(path, version)
 
 
 def model_version(model_dir: str) -> str:
     """A pushed version's number (its folder's name), else the model's folder."""
     name = os.path.basename(os.path.normpath(model_dir))
     return name if name.isdigit() else os.path.abspath(model_dir)
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
 
 
 def list_inputs(inputs: list[str]) -> list[SourceFile]:

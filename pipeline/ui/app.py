@@ -23,7 +23,6 @@ from ml_metadata.metadata_store import metadata_store
 from pipeline import lineage
 from pipeline.ui import health_page, media, model_pages, report, views
 
-LOCAL_HOSTS = ("localhost",)
 RUN_PAGES_KEPT = 8
 # Pages are the app's own markup: styles from itself (and the inline bars' widths), images from
 # itself or data: URIs, no script, no frame, forms back to itself only.
@@ -35,16 +34,6 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 MAX_ID = 2**63 - 1  # ML Metadata ids are int64: a bigger number names nothing
-
-
-def is_loopback(host: str) -> bool:
-    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
-    if host in LOCAL_HOSTS:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def allowed_hosts(bound: str) -> frozenset[str]:

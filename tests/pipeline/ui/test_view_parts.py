@@ -10,7 +10,7 @@ from PIL import Image
 
 from data_prep.reading.image_validation import ImageLimits
 from pipeline import lineage
-from pipeline.ui import app, curves, graph_layout, media, views
+from pipeline.ui import curves, graph_layout, media, views
 from tests.data_prep import image_files
 from tests.data_prep.misbehaving_decoder import HANG, OVER_ALLOCATE, SEGFAULT, misbehaving
 
@@ -162,23 +162,6 @@ def test_a_damaged_eval_shard_costs_the_page_its_images_not_the_page(tmp_path):
 )
 def test_a_rejected_file_is_found_where_the_ingest_read_it(input_path, relative, expected):
     assert media.input_file(input_path, relative) == expected
-
-
-@pytest.mark.parametrize(
-    "host, loopback",
-    [
-        ("127.0.0.1", True),
-        ("127.1.2.3", True),
-        ("::1", True),
-        ("localhost", True),
-        ("0.0.0.0", False),
-        ("192.168.1.5", False),
-        ("::", False),
-        ("example.org", False),
-    ],
-)
-def test_only_loopback_addresses_count_as_local(host, loopback):
-    assert app.is_loopback(host) is loopback
 
 
 def test_an_edge_that_skips_a_column_bends_below_the_boxes_it_passes():
