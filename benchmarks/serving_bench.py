@@ -23,27 +23,37 @@ CLASSES = 6
 CALIBRATION_IMAGES = 50
 
 
-def _export(directory: str):
-    from components.serving.tflite_export import FILES, convert, pixels_function
+def _normalization():
+    from components.training.preprocessing import Normalization
+
+    return Normalization((120.0, 115.0, 100.0), (60.0, 55.0, 50.0))
+
+
+def export_saved_model(directory: str):
+    """The default trainer config's model, untrained, exported to directory: (its image size,
+    the Keras model)."""
     from components.training import export
     from components.training.model import build_model
-    from components.training.preprocessing import Normalization
     from components.training.trainer_config import TrainerConfig
 
     config = TrainerConfig()
     model = build_model(config, CLASSES)
-    normalization = Normalization((120.0, 115.0, 100.0), (60.0, 55.0, 50.0))
     labels = [f"class_{i}" for i in range(CLASSES)]
-    export.export_model(model, directory, config.image_size, labels, normalization)
-    function = pixels_function(model, config.image_size, normalization)
-    shape = (CALIBRATION_IMAGES, config.image_size, config.image_size, 3)
+    export.export_model(model, directory, config.image_size, labels, _normalization())
+    return config.image_size, model
+
+
+def _export(directory: str):
+    from components.serving.tflite_export import FILES, convert, pixels_function
+
+    image_size, model = export_saved_model(directory)
+    function = pixels_function(model, image_size, _normalization())
+    shape = (CALIBRATION_IMAGES, image_size, image_size, 3)
     representative = np.random.default_rng(0).uniform(0, 255, shape).astype(np.float32)
-    return config.image_size, {
-        name: convert(function, model, name, representative) for name in FILES
-    }
+    return image_size, {name: convert(function, model, name, representative) for name in FILES}
 
 
-def _probe_in_fresh_process(model_dir: str) -> dict:
+def probe_in_fresh_process(model_dir: str) -> dict:
     """The serving check's probe in a new Python process: a server's cold load, not one whose
     TensorFlow already ran this model."""
     from components.serving.serving_probe import probe
@@ -55,7 +65,7 @@ def _probe_in_fresh_process(model_dir: str) -> dict:
 def run(workdir: str) -> list[dict]:
     model_dir = os.path.join(workdir, "serving_bench", "model")
     image_size, flatbuffers = _export(model_dir)
-    probes = [_probe_in_fresh_process(model_dir) for _ in range(RUNS)]
+    probes = [probe_in_fresh_process(model_dir) for _ in range(RUNS)]
     for probe in probes:
         if probe["problems"]:
             raise RuntimeError(f"serving probe failed: {probe['problems']}")

@@ -29,10 +29,18 @@ def listen(host: str, port: int) -> socket.socket:
     if not 0 <= port <= 65535:
         raise ListenError(f"--port {port} is not a port (0 to 65535)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # TCP named, not left 0 as socket.create_server leaves it: the accepted connections inherit
+    # it, and asyncio switches Nagle off only on sockets that say TCP; otherwise a response
+    # written in two parts waits about 40 ms for the client's delayed acknowledgement.
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        return socket.create_server((host, port), family=family)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen()
     except OSError as error:
+        listener.close()
         raise ListenError(f"cannot listen on {host}:{port}: {error}") from error
+    return listener
 
 
 def reachability_warning(command: str, host: str, exposure: str) -> str | None:

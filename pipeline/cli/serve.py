@@ -30,8 +30,8 @@ def add_serve(subparsers) -> None:
     parser.add_argument(
         "--model",
         metavar="DIR",
-        help="a Pusher base folder (numbered versions, watched for new ones) or one SavedModel "
-        "folder (default: <serving_dir>/<name>/ of the settings)",
+        help="a Pusher base folder (numbered versions, watched for new ones; its name is the "
+        "model's) or one SavedModel folder (default: <serving_dir>/<name>/ of the settings)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument(
@@ -82,7 +82,9 @@ def _settings(args, config):
 
 
 def _model(args, config) -> tuple[str, str | None, int, str]:
-    """(model name, base folder to watch or None, first version, its folder)."""
+    """(model name, base folder to watch or None, first version, its folder). A base folder
+    names the model, as the Pusher names it after the pipeline; one SavedModel takes the
+    pipeline's name."""
     from components.serving.versions import SAVED_MODEL_FILE, served_version, version_dir
 
     if args.model and os.path.isfile(os.path.join(args.model, SAVED_MODEL_FILE)):
@@ -95,7 +97,7 @@ def _model(args, config) -> tuple[str, str | None, int, str]:
             f"{base} holds no pushed model (numbered folders with a SavedModel); push one with "
             "`imgpipe run`, or name one with --model"
         )
-    return config.name, base, version, version_dir(base, version)
+    return os.path.basename(os.path.normpath(base)), base, version, version_dir(base, version)
 
 
 def _serve(args, listener, name, base, version, model_dir, settings, reachability_warning) -> int:
