@@ -17,6 +17,7 @@ Two parts:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -98,6 +99,34 @@ def stock_tensorflow_problems(model_dir: str) -> list[str]:
     return sorted(problems)
 
 
+@dataclasses.dataclass(frozen=True)
+class Replayed:
+    """One warmup request replayed: its problems (empty when the answer is right)."""
+
+    signature: str
+    problems: list[str]
+    inputs: dict[str, tf.Tensor]
+    batch: int = 0
+    milliseconds: float | None = None  # None when the request failed
+
+
+def replay(signatures, request, label_names: list[str]) -> Replayed:
+    """Sends one warmup PredictRequest to its signature and checks the answer."""
+    name = request.model_spec.signature_name or "serving_default"
+    if name not in signatures:
+        return Replayed(name, [f"warmup request for missing signature {name!r}"], {})
+    inputs = request_inputs(request)
+    start = time.perf_counter()
+    try:
+        outputs = signatures[name](**inputs)
+    except (tf.errors.OpError, TypeError, ValueError) as error:
+        return Replayed(name, [f"{name}: request failed: {error}"], inputs)
+    milliseconds = (time.perf_counter() - start) * 1000
+    batch = int(next(iter(inputs.values())).shape[0])
+    problems = check_outputs(name, outputs, batch, label_names)
+    return Replayed(name, problems, inputs, batch, milliseconds)
+
+
 def probe(model_dir: str, latency_requests: int) -> dict:
     """The serving report of the SavedModel in `model_dir`; its problems are empty only when it
     serves from stock TensorFlow and every warmup request gets a right answer."""
@@ -117,23 +146,12 @@ def probe(model_dir: str, latency_requests: int) -> dict:
     single_image = None
     warmup_ms = []  # each warmup request's latency; the first pays what warmup exists to absorb
     for log in requests:
-        request = log.predict_log.request
-        name = request.model_spec.signature_name
-        if name not in loaded.model.signatures:
-            problems.append(f"warmup request for missing signature {name!r}")
-            continue
-        inputs = request_inputs(request)
-        start = time.perf_counter()
-        try:
-            outputs = loaded.model.signatures[name](**inputs)
-        except (tf.errors.OpError, TypeError, ValueError) as error:
-            problems.append(f"{name}: request failed: {error}")
-            continue
-        warmup_ms.append((time.perf_counter() - start) * 1000)
-        batch = int(next(iter(inputs.values())).shape[0])
-        problems.extend(check_outputs(name, outputs, batch, label_names))
-        if IMAGES_INPUT in inputs and batch == 1:
-            single_image = (loaded.model.signatures[name], inputs)
+        answered = replay(loaded.model.signatures, log.predict_log.request, label_names)
+        problems += answered.problems
+        if answered.milliseconds is not None:
+            warmup_ms.append(answered.milliseconds)
+        if not answered.problems and IMAGES_INPUT in answered.inputs and answered.batch == 1:
+            single_image = (loaded.model.signatures[answered.signature], answered.inputs)
     report = {
         "model_dir": model_dir,
         "load_seconds": loaded.load_seconds,

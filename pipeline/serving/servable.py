@@ -21,13 +21,12 @@ from google.protobuf import json_format
 from tensorflow.python.saved_model import loader_impl
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from components.serving.serving_probe import check_outputs
+from components.serving.serving_probe import replay
 from components.training.serving_assets import (
     EXAMPLES_INPUT,
     IMAGES_INPUT,
     read_label_names,
     read_warmup_requests,
-    request_inputs,
 )
 from data_prep.contract import features
 from data_prep.reading.image_validation import Accepted, ImageLimits, validate_bounded
@@ -45,20 +44,18 @@ class Servable:
     model: tf.Module
     inputs: dict[str, dict[str, InputSpec]]  # signature -> input name -> spec
     metadata: dict  # the SignatureDefMap as TensorFlow Serving prints it
-    load_seconds: float
+    load_seconds: float  # the load and the warmup
 
-    def call(self, signature: str, tensors: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
-        """The signature's outputs; a TensorFlow error on the input is an ApiError (400)."""
+    def predict(self, signature: str, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The signature's outputs as arrays; a TensorFlow error on the input is an ApiError."""
         try:
-            return self.model.signatures[signature](
+            outputs = self.model.signatures[signature](
                 **{name: tf.constant(value) for name, value in tensors.items()}
             )
         except (tf.errors.InvalidArgumentError, TypeError, ValueError) as error:
             message = getattr(error, "message", None) or str(error)
             raise ApiError(BAD_REQUEST, message.strip().splitlines()[0]) from None
-
-    def predict(self, signature: str, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {name: value.numpy() for name, value in self.call(signature, tensors).items()}
+        return {name: value.numpy() for name, value in outputs.items()}
 
 
 def load_servable(version: int, model_dir: str) -> Servable:
@@ -84,29 +81,16 @@ def load_servable(version: int, model_dir: str) -> Servable:
     metadata = json_format.MessageToDict(
         signature_defs, including_default_value_fields=True, preserving_proto_field_name=True
     )
-    servable = Servable(version, model_dir, model, inputs, metadata, time.perf_counter() - start)
     problems = [] if warmup else ["no warmup requests in assets.extra"]
     for log in warmup:
-        problems += _warmup_problems(servable, log.predict_log.request, label_names)
+        problems += replay(model.signatures, log.predict_log.request, label_names).problems
     if problems:
         raise NotServable(f"version {version} fails its warmup: {'; '.join(problems)}")
-    return servable
+    return Servable(version, model_dir, model, inputs, metadata, time.perf_counter() - start)
 
 
 def _shape(spec: tf.TensorSpec) -> tuple[int | None, ...] | None:
     return None if spec.shape.rank is None else tuple(spec.shape.as_list())
-
-
-def _warmup_problems(servable: Servable, request, label_names: list[str]) -> list[str]:
-    signature = request.model_spec.signature_name or "serving_default"
-    if signature not in servable.inputs:
-        return [f"warmup request for missing signature {signature!r}"]
-    tensors = {name: tensor.numpy() for name, tensor in request_inputs(request).items()}
-    try:
-        outputs = servable.call(signature, tensors)
-    except ApiError as error:
-        return [f"{signature}: request failed: {error}"]
-    return check_outputs(signature, outputs, len(next(iter(tensors.values()))), label_names)
 
 
 def checked_images(tensors: dict[str, np.ndarray], limits: ImageLimits) -> dict[str, np.ndarray]:
