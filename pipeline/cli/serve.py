@@ -55,7 +55,7 @@ def add_serve(subparsers) -> None:
 
 
 def _run_serve(args, beam_args: list[str]) -> int:
-    from pipeline.cli.listening import ListenError, listen, reachability_warning
+    from pipeline.cli.listening import ListenError, listen
 
     try:
         config, _ = options.effective_config(args, beam_args, generate_data=False)
@@ -66,9 +66,7 @@ def _run_serve(args, beam_args: list[str]) -> int:
         print(f"imgpipe serve: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     with listener:
-        return _serve(
-            args, listener, name, base, version, model_dir, settings, reachability_warning
-        )
+        return _serve(args, listener, name, base, version, model_dir, settings)
 
 
 def _settings(args, config):
@@ -100,7 +98,8 @@ def _model(args, config) -> tuple[str, str | None, int, str]:
     return os.path.basename(os.path.normpath(base)), base, version, version_dir(base, version)
 
 
-def _serve(args, listener, name, base, version, model_dir, settings, reachability_warning) -> int:
+def _serve(args, listener, name, base, version, model_dir, settings) -> int:
+    from pipeline.cli.listening import reachability_warning
     from pipeline.serving.servable import NotServable, load_servable
     from pipeline.serving.server import VersionWatcher, run
 
