@@ -53,15 +53,20 @@ def server(exported, tmp_path_factory):
         text=True,
         env=env,
     )
-    first = process.stdout.readline()
-    assert first.startswith("imgpipe serve: http://127.0.0.1:"), process.stderr.read()
-    port = int(re.search(r"127\.0\.0\.1:(\d+)/", first).group(1))
-    lines = [first]
-    threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
-    yield base, port, lines
-    process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=60) == 0
-    assert "Traceback" not in process.stderr.read()
+    try:
+        first = process.stdout.readline()
+        assert first.startswith("imgpipe serve: http://127.0.0.1:"), process.stderr.read()
+        port = int(re.search(r"127\.0\.0\.1:(\d+)/", first).group(1))
+        lines = [first]
+        threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
+        yield base, port, lines
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def call(port: int, method: str, path: str, body=None) -> tuple[int, dict]:
