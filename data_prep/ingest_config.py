@@ -5,18 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from data_prep.contract.config_error import ConfigError
 from data_prep.reading.image_validation import ImageLimits
 
 # Below this, decoding an ordinary photo fails too.
 _MIN_DECODER_MEMORY = 64 * 1024 * 1024
-
-
-class ConfigError(ValueError):
-    """A setting is invalid; the message starts with the field's name."""
-
-    def __init__(self, field: str, problem: str):
-        super().__init__(f"{field}: {problem}")
-        self.field = field
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,8 +46,8 @@ def of_run(pushed: bool, stopped_by: str | None, failed: bool) -> int:
 
 def of_error(error: BaseException) -> int:
     """The status of a command whose work raised `error`."""
+    from data_prep.contract.config_error import ConfigError
     from data_prep.ingest import IngestFailed
-    from data_prep.ingest_config import ConfigError
     from data_prep.reading.sources import SourceError
     from pipeline.mlmd_connection import StoreNotFound
     from pipeline.run_guard import RunBusy

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from data_prep.reading.files import open_regular
 
 ENV_PREFIX = "IMGPIPE_MLMD_"

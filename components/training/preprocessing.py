@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from components.training.trainer_config import DEFAULT_AUGMENT, AugmentConfig
 from data_prep.contract import features
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 
 CHANNELS = 3  # RGB; grayscale and RGBA inputs are converted by decode_and_resize
 _EDGE_EPSILON = 1e-6  # see random_crop

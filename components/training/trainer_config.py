@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 
 # Backbones from tf_keras.applications, by config name; 'small_cnn' is built in model.py.
 APPLICATIONS = {

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from data_prep.runtime.terminal import terminal_safe
 from pipeline import console, exit_codes
 from pipeline.cli import options
@@ -50,7 +50,7 @@ def add_audit(subparsers) -> None:
 
 def _run_audit(args, beam_args: list[str]) -> int:
     try:
-        config, _ = options.effective_config(args, beam_args, generate_data=False)
+        config = options.effective_config(args, beam_args, generate_data=False).config
         if args.folds < 2:
             raise ConfigError("--folds", f"{args.folds} is below 2")
         target = options.store_target(args, default_sqlite=config.metadata_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from pipeline import exit_codes
 from pipeline.cli import options
 
@@ -36,17 +36,16 @@ def _run_config_show(args, beam_args: list[str]) -> int:
     from pipeline.config import config_file
 
     try:
-        config, settings = options.effective_config(args, beam_args, generate_data=False)
+        loaded = options.effective_config(args, beam_args, generate_data=False)
     except ConfigError as error:
         print(f"imgpipe config: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     if not args.origins:
-        print(config_file.dump(config), end="")
+        print(config_file.dump(loaded.config), end="")
         return exit_codes.OK
-    origins = options.setting_origins(args, settings)
-    values = config_file.flatten(config_file.to_settings(config))
+    values = config_file.flatten(config_file.to_settings(loaded.config))
     width = max(len(field) for field in values)
     for field, value in values.items():
-        origin = origins.get(field, f"preset {args.preset}")
+        origin = loaded.origins.get(field, f"preset {args.preset}")
         print(f"{field:<{width}}  {json.dumps(value)}  ({origin})")
     return exit_codes.OK

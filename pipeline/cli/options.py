@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
+from collections.abc import Iterable
 
-from pipeline.config.pipeline_config import PRESETS, override
+from pipeline.config.loader import LoadedConfig, Override, build_dir_overrides, load_config
+from pipeline.config.pipeline_config import PRESETS
 
 DEFAULT_BUILD_DIR = "build"
-# The fields --build-dir sets, each as the preset lays it out under the build folder.
-BUILD_DIR_FIELDS = ("pipeline_root", "metadata_path", "serving_dir")
 
 
 def config_options() -> argparse.ArgumentParser:
@@ -49,88 +48,56 @@ def build_dir(args) -> str:
     return args.build_dir or DEFAULT_BUILD_DIR
 
 
-def effective_config(args, beam_args: list[str], generate_data: bool, **changes):
-    """The preset, then the config file, then the command's flags (--data, --build-dir and
-    `changes`, which are a command's own flags), then --set, validated; returns the config and
-    the config file's settings (None without --config). When nothing names the data, it is the
-    embedded dataset under the build folder, generated (once valid) when generate_data."""
-    from pipeline.config import config_file
-
-    settings = config_file.read_settings(args.config) if args.config else None
-    data = _named_data(args, settings) or _embedded_data(build_dir(args))
-    config = PRESETS[args.preset](data, build_dir(args))
-    config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
-    if settings is not None:
-        config = config_file.apply_settings(config, settings, args.config)
-    for _, field, value in _flag_values(args, changes):
-        config = _replaced(config, field, value)
-    for setting in args.set:
-        config = override(config, setting)
-    config.validate()
-    if generate_data:
-        with embedded_data_drawn(args, settings, config):
-            pass
-    return config, settings
-
-
-def setting_origins(args, settings: dict | None, **changes) -> dict[str, str]:
-    """Where each setting that is not the preset's came from, by dotted field name, as
-    effective_config layers them (a later layer wins)."""
-    from pipeline.config import config_file
-
-    origins = {}
-    for field in config_file.flatten(settings or {}):
-        origins[field] = f"config file {args.config}"
-    for flag, field, _ in _flag_values(args, changes):
-        origins[field] = flag
-    for setting in args.set:
-        origins[setting.partition("=")[0].strip()] = f"--set {setting}"
-    return origins
-
-
-def _flag_values(args, changes: dict) -> list[tuple[str, str, object]]:
-    """(flag, field, value) of each setting the command's flags give."""
-    values = []
+def effective_config(
+    args, beam_args: list[str], generate_data: bool, flags: Iterable[Override] = ()
+) -> LoadedConfig:
+    """The command's settings through load_config: the preset, the config file, --data,
+    --build-dir and `flags` (a command's own flags), then --set. When nothing names the data, it
+    is the embedded dataset under the build folder, generated (once valid) when generate_data."""
+    overrides = []
     if args.data:
-        values.append(("--data", "ingest.input", args.data))
+        overrides.append(Override.of("--data", "ingest.input", args.data))
     if args.build_dir:
-        laid_out = PRESETS[args.preset]("", args.build_dir)
-        values += [("--build-dir", field, getattr(laid_out, field)) for field in BUILD_DIR_FIELDS]
-    values += [(f"--{field.replace('_', '-')}", field, value) for field, value in changes.items()]
-    return values
+        overrides += build_dir_overrides(args.preset, args.build_dir, "--build-dir")
+    loaded = load_config(
+        args.preset,
+        args.config,
+        [*overrides, *flags, *args.set],
+        data=_embedded_data(build_dir(args)),
+        build_dir=build_dir(args),
+        beam_args=beam_args,
+    )
+    if generate_data:
+        with embedded_data_drawn(args, loaded):
+            pass
+    return loaded
 
 
-def _replaced(config, field: str, value):
-    head, _, rest = field.partition(".")
-    if rest:
-        return dataclasses.replace(config, **{head: _replaced(getattr(config, head), rest, value)})
-    return dataclasses.replace(config, **{head: value})
-
-
-def embedded_data_drawn(args, settings: dict | None, config) -> contextlib.AbstractContextManager:
+def embedded_data_drawn(args, loaded: LoadedConfig) -> contextlib.AbstractContextManager:
     """Draws the embedded dataset while the caller's block runs (forked workers: the block, such
     as `imgpipe run`'s imports, keeps a core) when the config's input is it and nothing named
     other data; a block that does nothing else draws it at once. A no-op otherwise."""
     from data_prep.default_dataset import drawing_default_dataset
 
     embedded = _embedded_data(build_dir(args))
-    if _named_data(args, settings) or config.ingest.input != embedded:
+    if _named_data(args, loaded) or loaded.config.ingest.input != embedded:
         return contextlib.nullcontext()
     return drawing_default_dataset(embedded)
 
 
-def named_input_problem(args, settings: dict | None, config) -> str | None:
+def named_input_problem(args, loaded: LoadedConfig) -> str | None:
     """A named local input that is missing or an empty folder, found before the command loads
     TensorFlow, Beam and TFX (seconds), so a mistyped --data is said at once."""
     from data_prep.reading.files import local_input_problem
 
-    if config.ingest.input == _embedded_data(build_dir(args)) and not _named_data(args, settings):
+    data = loaded.config.ingest.input
+    if data == _embedded_data(build_dir(args)) and not _named_data(args, loaded):
         return None  # drawn during the run
-    return local_input_problem(config.ingest.input)
+    return local_input_problem(data)
 
 
-def _named_data(args, settings: dict | None) -> str | None:
-    return args.data or (settings or {}).get("ingest", {}).get("input")
+def _named_data(args, loaded: LoadedConfig) -> str | None:
+    return args.data or (loaded.settings or {}).get("ingest", {}).get("input")
 
 
 def _embedded_data(build_dir: str) -> str:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import re
 import sys
 
-from data_prep.ingest_config import ConfigError, IngestConfig
-from data_prep.reading.image_validation import ImageLimits
+from data_prep.contract.config_error import ConfigError
 from data_prep.runtime.terminal import terminal_safe
 from pipeline import console, exit_codes
+from pipeline.cli import options
 from pipeline.cli.failures import describe_failure, report_failure
+from pipeline.config.loader import Override
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -27,57 +27,65 @@ def parse_size(text: str) -> int:
     return int(float(number) * _UNITS[(unit or "").lower()[:1]])
 
 
+# The flags prep had before it took --config and --set: (flag, field, type, help). Each still
+# works for one release, as an alias of its --set setting, with a notice.
+ALIAS_FLAGS = (
+    ("--eval-fraction", "ingest.eval_fraction", float, "share of images in the eval split"),
+    ("--test-fraction", "ingest.test_fraction", float, "share of images in the test split"),
+    ("--shard-size", "ingest.target_shard_bytes", "size", "target shard size, e.g. 100MB"),
+    ("--max-reject-fraction", "ingest.max_reject_fraction", float, "rejected share that fails"),
+    ("--max-side", "ingest.limits.max_side", int, "downscale images whose longer side is larger"),
+    ("--max-pixels", "ingest.limits.max_pixels", int, "refuse images with more pixels"),
+    ("--max-file-size", "ingest.limits.max_file_bytes", "size", "refuse larger files unread"),
+    ("--files-per-bundle", "ingest.files_per_bundle", int, "files per Beam element"),
+)
+
+
 def add_prep(subparsers) -> None:
-    defaults = IngestConfig(input="")
-    limits = ImageLimits()
     parser = subparsers.add_parser(
         "prep",
+        parents=[options.config_options()],
         help="raw images -> validated, deduplicated, sharded TFRecords (Apache Beam)",
         description=(
             "Ingests a folder of class folders (class = first-level folder) or a CSV/JSONL "
             "manifest "
             "(columns path,label[,split]) into gzip TFRecord shards under OUTPUT/Split-<split>/, "
             "with OUTPUT/label_map.json and OUTPUT/ingest_report.json, which accounts for every "
-            "file as accepted, rejected (with a reason) or ignored. Arguments after '--' go to "
+            "file as accepted, rejected (with a reason) or ignored. Its settings are the "
+            "pipeline's ingest.* ones (--preset, --config, --set ingest.eval_fraction=0.1, ...); "
+            "without --data it ingests the embedded dataset. Arguments after '--' go to "
             "Beam, e.g. '-- --runner=DataflowRunner --project=P --region=R "
             "--temp_location=gs://B/tmp'. Default: DirectRunner, one process, the per-file work in "
             "a forked child per core."
         ),
     )
-    parser.add_argument("--data", required=True, help="folder of class folders, or manifest")
     parser.add_argument("--output", required=True, help="output folder (local or Beam URI)")
-    parser.add_argument("--eval-fraction", type=float, default=defaults.eval_fraction)
-    parser.add_argument("--test-fraction", type=float, default=defaults.test_fraction)
-    parser.add_argument(
-        "--shard-size",
-        type=parse_size,
-        default=defaults.target_shard_bytes,
-        help="target shard size, e.g. 100MB (default: %(default)s bytes)",
+    aliases = parser.add_argument_group(
+        "older flags", "each an alias of --set FIELD=VALUE, going away in the next release"
     )
-    parser.add_argument(
-        "--max-reject-fraction",
-        type=float,
-        default=defaults.max_reject_fraction,
-        help="fail when more than this share of image files is rejected (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--max-side", type=int, default=None, help="downscale images whose longer side is larger"
-    )
-    parser.add_argument(
-        "--max-pixels",
-        type=int,
-        default=limits.max_pixels,
-        help="refuse images with more pixels, from the header (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--max-file-size",
-        type=parse_size,
-        default=limits.max_file_bytes,
-        help="refuse larger files unread (default: %(default)s bytes)",
-    )
-    parser.add_argument("--files-per-bundle", type=int, default=defaults.files_per_bundle)
-    parser.add_argument("--build-dir", default="build", help="where the run log goes (logs/)")
+    for flag, field, kind, words in ALIAS_FLAGS:
+        aliases.add_argument(
+            flag,
+            type=parse_size if kind == "size" else kind,
+            metavar="SIZE" if kind == "size" else kind.__name__.upper(),
+            help=f"{words}: --set {field}=VALUE",
+        )
     parser.set_defaults(handler=_run_prep)
+
+
+def _alias_overrides(args) -> list[Override]:
+    """The older flags given, as overrides, each with a one-line notice on stderr."""
+    overrides = []
+    for flag, field, _, _ in ALIAS_FLAGS:
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            print(
+                f"imgpipe prep: {flag} is now --set {field}={value}; {flag} goes away in the "
+                "next release",
+                file=sys.stderr,
+            )
+            overrides.append(Override.of(flag, field, value))
+    return overrides
 
 
 def _run_prep(args, beam_args: list[str]) -> int:
@@ -85,30 +93,21 @@ def _run_prep(args, beam_args: list[str]) -> int:
     from data_prep.writing.plan import left_out_message
 
     failure = None
-    config = IngestConfig(
-        input=args.data,
-        eval_fraction=args.eval_fraction,
-        test_fraction=args.test_fraction,
-        target_shard_bytes=args.shard_size,
-        max_reject_fraction=args.max_reject_fraction,
-        files_per_bundle=args.files_per_bundle,
-        limits=dataclasses.replace(
-            ImageLimits(),
-            max_side=args.max_side,
-            max_pixels=args.max_pixels,
-            max_file_bytes=args.max_file_size,
-        ),
-    )
     try:
-        config.validate()
+        loaded = options.effective_config(args, beam_args, True, _alias_overrides(args))
     except ConfigError as error:
         print(f"imgpipe prep: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
+    problem = options.named_input_problem(args, loaded)
+    if problem:
+        print(f"imgpipe prep: error: {problem}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    config = loaded.config.ingest
     outputs = IngestOutputs.under(args.output)
-    log_path = console.run_log_path(args.build_dir, "prep")
+    log_path = console.run_log_path(options.build_dir(args), "prep")
     with console.capture(log_path, args.verbose):
         try:
-            report = run_ingest(config, outputs, beam_args)
+            report = run_ingest(config, outputs, list(loaded.config.beam_args))
         except BaseException as error:  # noqa: BLE001 - each failure becomes one error line
             logging.getLogger(__name__).exception("imgpipe prep failed")
             failure = describe_failure(error, "the ingest")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from data_prep.runtime.terminal import terminal_safe
 from pipeline import exit_codes
 from pipeline.cli import options

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from data_prep.runtime.terminal import terminal_safe
 from pipeline import console, exit_codes, interrupts
 from pipeline.cli import options
@@ -59,13 +59,14 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
     import json
 
     try:
-        config, settings = options.effective_config(args, beam_args, generate_data=False)
+        loaded = options.effective_config(args, beam_args, generate_data=False)
+        config = loaded.config
         store_target = options.store_target(args, default_sqlite=config.metadata_path)
         store_target.backend()  # one store named, MySQL credentials only with MySQL
     except ConfigError as error:
         print(f"imgpipe run: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    problem = options.named_input_problem(args, settings, config)
+    problem = options.named_input_problem(args, loaded)
     if problem:
         print(f"imgpipe run: error: {problem}", file=sys.stderr)
         return exit_codes.BAD_INPUT
@@ -78,7 +79,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
             with contextlib.ExitStack() as stack:
                 if args.runner == LOCAL_CLUSTER:
                     config = _on_local_cluster(stack, args, config, log_path, shown.say)
-                with options.embedded_data_drawn(args, settings, config):
+                with options.embedded_data_drawn(args, loaded):
                     from pipeline.runners.local import run_local
 
                 summary = run_local(
@@ -86,7 +87,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
                     wait=not args.no_wait,
                     on_wait=shown.say,
                     say=shown.say,
-                    config_file=None if settings is None else json.dumps(settings),
+                    config_file=None if loaded.settings is None else json.dumps(loaded.settings),
                     store_target=store_target,
                     overrides=tuple(args.set),
                 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from pipeline import exit_codes
 from pipeline.cli import options
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import sys
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from pipeline import exit_codes
 from pipeline.cli import options
+from pipeline.config.loader import Override
 
 
 def add_compile_vertex(subparsers) -> None:
@@ -43,13 +44,12 @@ def _run_compile_vertex(args, beam_args: list[str]) -> int:
     from pipeline.runners.vertex import compile_vertex, snapshot_for_vertex
 
     try:
-        config, _ = options.effective_config(
-            args,
-            beam_args,
-            generate_data=True,
-            pipeline_root=args.pipeline_root,
-            serving_dir=args.serving_dir or f"{args.pipeline_root.rstrip('/')}/serving",
-        )
+        serving_dir = args.serving_dir or f"{args.pipeline_root.rstrip('/')}/serving"
+        flags = [
+            Override.of("--pipeline-root", "pipeline_root", args.pipeline_root),
+            Override.of("--serving-dir", "serving_dir", serving_dir),
+        ]
+        config = options.effective_config(args, beam_args, True, flags).config
         data = config.ingest.input
         snapshot = snapshot_for_vertex(data, args.span)
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)

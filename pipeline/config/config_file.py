@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from pipeline.config.pipeline_config import PipelineConfig, override
 
 
@@ -55,13 +55,17 @@ def flatten(settings: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
+def as_setting(field: str, value) -> str:
+    """A typed value as the `field=value` text --set reads back to it (None as null)."""
+    return f"{field}={value if isinstance(value, str) else json.dumps(value)}"
+
+
 def apply_settings(config: PipelineConfig, settings: dict, path: str) -> PipelineConfig:
     """config with the file's settings, each checked as --set checks it, then validated; every
     error names the file, the field and the value."""
     try:
         for field, value in flatten(settings).items():
-            text = value if isinstance(value, str) else json.dumps(value)  # as --set reads it
-            config = override(config, f"{field}={text}")
+            config = override(config, as_setting(field, value))
         return config.validate()
     except ConfigError as error:
         raise ConfigError(f"{path}: {error.field}", str(error).split(": ", 1)[1]) from error

@@ -16,7 +16,8 @@ import types
 import typing
 
 from components.training.trainer_config import TrainerConfig, TuningConfig, runlocal
-from data_prep.ingest_config import ConfigError, IngestConfig
+from data_prep.contract.config_error import ConfigError
+from data_prep.ingest_config import IngestConfig
 from pipeline.mlmd_connection import metadata_path_under
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")

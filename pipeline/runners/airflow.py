@@ -24,7 +24,8 @@ import os
 import shlex
 from collections.abc import Callable, Mapping
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
+from pipeline.config.loader import Override, build_dir_overrides, load_config
 from pipeline.config.pipeline_config import PRESETS, PipelineConfig, with_absolute_paths
 
 LOGGER = logging.getLogger(__name__)
@@ -46,28 +47,29 @@ ENVIRONMENT = {
 
 
 def config_from_environment(environ: Mapping[str, str]) -> PipelineConfig:
-    """The pipeline config the shipped DAG file runs, from IMGPIPE_* variables (ENVIRONMENT)."""
+    """The pipeline config the shipped DAG file runs, from IMGPIPE_* variables (ENVIRONMENT),
+    layered as `imgpipe run` layers its flags: the variables beat the config file."""
     data = environ.get("IMGPIPE_DATA")
     if not data:
         raise ConfigError("IMGPIPE_DATA", "is not set: the DAG needs the input to ingest")
     preset = environ.get("IMGPIPE_PRESET", "local")
     if preset not in PRESETS:
         raise ConfigError("IMGPIPE_PRESET", f"{preset!r} is not one of {sorted(PRESETS)}")
-    config = PRESETS[preset](data, environ.get("IMGPIPE_BUILD_DIR", "build"))
-    if environ.get("IMGPIPE_CONFIG"):
-        from pipeline.config import config_file
-
-        path = environ["IMGPIPE_CONFIG"]
-        config = config_file.apply_settings(config, config_file.read_settings(path), path)
+    overrides = [Override.of("IMGPIPE_DATA", "ingest.input", data)]
+    if environ.get("IMGPIPE_BUILD_DIR"):
+        overrides += build_dir_overrides(preset, environ["IMGPIPE_BUILD_DIR"], "IMGPIPE_BUILD_DIR")
     if "IMGPIPE_SCHEDULE" in environ:
         schedule = environ["IMGPIPE_SCHEDULE"]
-        config = dataclasses.replace(
-            config, schedule=None if schedule.lower() == "none" else schedule
-        )
-    beam_args = shlex.split(environ.get("IMGPIPE_BEAM_ARGS", ""))
-    if beam_args:
-        config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
-    return config.validate()
+        schedule = None if schedule.lower() == "none" else schedule
+        overrides.append(Override.of("IMGPIPE_SCHEDULE", "schedule", schedule))
+    return load_config(
+        preset,
+        environ.get("IMGPIPE_CONFIG"),
+        overrides,
+        data=data,
+        build_dir=environ.get("IMGPIPE_BUILD_DIR", "build"),
+        beam_args=shlex.split(environ.get("IMGPIPE_BEAM_ARGS", "")),
+    ).config
 
 
 def airflow_dag(config: PipelineConfig):

@@ -23,7 +23,7 @@ import os
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config.pipeline_config import PipelineConfig
 from pipeline.factory import create_pipeline, imported_drift_baseline, latest_blessed_baseline

@@ -2,7 +2,8 @@ import dataclasses
 
 import pytest
 
-from data_prep.ingest_config import ConfigError, IngestConfig
+from data_prep.contract.config_error import ConfigError
+from data_prep.ingest_config import IngestConfig
 from data_prep.reading.image_validation import ImageLimits
 
 GOOD = IngestConfig(input="images/")

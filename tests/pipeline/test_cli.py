@@ -92,7 +92,20 @@ def test_bad_setting_fails_before_any_work_naming_the_field(tmp_path, capsys):
         ]
     )
     assert code == 2
-    assert "eval_fraction: 1.5 is not between 0 and 1" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "ingest.eval_fraction: 1.5 is not between 0 and 1" in err
+    assert "--eval-fraction is now --set ingest.eval_fraction=1.5" in err  # the alias's notice
+    assert not (tmp_path / "out").exists()
+
+
+def test_prep_takes_its_settings_from_the_config_file_and_set_like_run(tmp_path, capsys):
+    settings = tmp_path / "imgpipe.yaml"
+    settings.write_text("ingest:\n  test_fraction: 0.9\n")
+    argv = ["prep", "--data", str(tmp_path), "--output", str(tmp_path / "out")]
+    assert main([*argv, "--config", str(settings)]) == exit_codes.BAD_INPUT
+    assert "leaves nothing to train on" in capsys.readouterr().err
+    assert main([*argv, "--set", "ingest.limits.max_side=8"]) == exit_codes.BAD_INPUT
+    assert "ingest.limits.max_side: 8 is below 16 pixels" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
@@ -125,15 +138,16 @@ def _config_args(*argv):
 @pytest.mark.slow
 def test_run_draws_the_embedded_data_beside_its_imports_only_when_nothing_names_data(tmp_path):
     named = _config_args("--build-dir", str(tmp_path), "--data", str(tmp_path / "mine"))
-    config, settings = options.effective_config(named, [], generate_data=False)
-    with options.embedded_data_drawn(named, settings, config):
+    loaded = options.effective_config(named, [], generate_data=False)
+    with options.embedded_data_drawn(named, loaded):
         pass
     assert not os.path.exists(tmp_path / "default_data")
 
     unnamed = _config_args("--build-dir", str(tmp_path))
-    config, settings = options.effective_config(unnamed, [], generate_data=False)
+    loaded = options.effective_config(unnamed, [], generate_data=False)
+    config = loaded.config
     assert not os.path.exists(config.ingest.input)
-    with options.embedded_data_drawn(unnamed, settings, config):
+    with options.embedded_data_drawn(unnamed, loaded):
         pass
     assert config.ingest.input == str(tmp_path / "default_data")
     assert os.path.exists(os.path.join(config.ingest.input, default_dataset.INFO_FILE))

@@ -1,7 +1,7 @@
 import pytest
 
+from data_prep.contract.config_error import ConfigError
 from data_prep.ingest import IngestFailed
-from data_prep.ingest_config import ConfigError
 from data_prep.reading.sources import SourceError
 from pipeline import exit_codes
 from pipeline.cli import main

@@ -7,7 +7,7 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from pipeline.mlmd_connection import MlmdTarget, StoreNotFound, resolve_uri
 
 NO_FLAGS = {"sqlite": None, "mysql": None, "grpc": None, "user": None}

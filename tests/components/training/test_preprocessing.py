@@ -11,7 +11,7 @@ from components.training import preprocessing
 from components.training.preprocessing import Normalization
 from components.training.trainer_config import AugmentConfig
 from data_prep.contract import features
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from tests.data_prep import image_files
 
 NORMALIZATION = Normalization(mean=(120.0, 110.0, 100.0), std=(60.0, 50.0, 40.0))

@@ -10,7 +10,7 @@ from components.training.trainer_config import (
     runlocal,
     with_hyperparameters,
 )
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 
 
 def test_defaults_and_runlocal_are_valid():

@@ -7,7 +7,7 @@ import pathlib
 import pytest
 import yaml
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from pipeline.cli import main
 from pipeline.config import config_file
 from pipeline.config.pipeline_config import local_preset

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from pipeline.config.pipeline_config import (
     PRESETS,
     check_data_fits,

@@ -15,7 +15,7 @@ import types
 import pytest
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from pipeline.lineage.store import LEGACY_COMPONENT_PROPERTY
 from pipeline.runners.airflow import (
     SUMMARIES_DIR,
@@ -62,6 +62,15 @@ def test_a_config_file_applies_over_the_preset_and_the_schedule_variable_over_bo
     )
     assert config.min_accuracy == 0.0  # the runlocal preset's, which the file leaves alone
     assert config_from_environment({**environ, "IMGPIPE_SCHEDULE": "none"}).schedule is None
+
+
+def test_the_variables_beat_the_config_file_as_flags_do(tmp_path):
+    settings = tmp_path / "imgpipe.yaml"
+    settings.write_text("ingest:\n  input: /old\npipeline_root: /old/tfx\n")
+    config = config_from_environment(
+        {"IMGPIPE_DATA": "/new", "IMGPIPE_BUILD_DIR": "/state", "IMGPIPE_CONFIG": str(settings)}
+    )
+    assert (config.ingest.input, config.pipeline_root) == ("/new", "/state/tfx")
 
 
 @pytest.mark.parametrize(

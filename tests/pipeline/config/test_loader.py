@@ -1,0 +1,68 @@
+import pytest
+
+from data_prep.contract.config_error import ConfigError
+from pipeline.config.loader import Override, build_dir_overrides, load_config
+
+
+def _file(tmp_path, text):
+    path = tmp_path / "imgpipe.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_each_layer_beats_the_one_before_and_says_where_each_setting_came_from(tmp_path):
+    file = _file(tmp_path, "name: birds\ntrainer:\n  epochs: 3\n  seed: 16\n")
+    loaded = load_config(
+        "runlocal",
+        file,
+        [Override.of("--epochs", "trainer.epochs", 4), "trainer.seed=8"],
+        data="images",
+    )
+    config = loaded.config
+    assert (config.name, config.trainer.epochs, config.trainer.seed) == ("birds", 4, 8)
+    assert config.min_accuracy == 0.0  # the runlocal preset's, which no layer touches
+    assert loaded.origins == {
+        "name": f"config file {file}",
+        "trainer.epochs": "--epochs",
+        "trainer.seed": "--set trainer.seed=8",
+    }
+    assert loaded.settings == {"name": "birds", "trainer": {"epochs": 3, "seed": 16}}
+
+
+def test_without_a_file_the_preset_is_laid_out_under_the_build_folder():
+    loaded = load_config("local", data="images", build_dir="/state")
+    assert loaded.settings is None and loaded.origins == {}
+    assert (loaded.config.ingest.input, loaded.config.pipeline_root) == ("images", "/state/tfx")
+
+
+def test_a_build_folder_override_beats_the_file_paths(tmp_path):
+    file = _file(tmp_path, "pipeline_root: /elsewhere/tfx\n")
+    overrides = build_dir_overrides("local", "/state", "--build-dir")
+    config = load_config("local", file, overrides, data="images").config
+    assert (config.pipeline_root, config.serving_dir) == ("/state/tfx", "/state/serving")
+
+
+def test_beam_arguments_come_after_the_file_so_the_command_line_wins(tmp_path):
+    file = _file(tmp_path, "beam_args: ['--direct_num_workers=4']\n")
+    config = load_config("local", file, data="x", beam_args=["--direct_num_workers=1"]).config
+    assert config.beam_args == ("--direct_num_workers=4", "--direct_num_workers=1")
+
+
+def test_a_null_override_clears_an_optional_setting():
+    config = load_config("local", None, [Override.of("VAR", "schedule", None)], data="x").config
+    assert config.schedule is None
+
+
+@pytest.mark.parametrize(
+    ("preset", "overrides", "field"),
+    [
+        ("huge", [], "preset"),
+        ("local", ["trainer.epochs=0"], "trainer.epochs"),
+        ("local", [Override.of("--eval-fraction", "ingest.eval_fraction", 1.5)], "ingest."),
+        ("local", ["nonsense"], "nonsense"),
+    ],
+)
+def test_a_bad_layer_is_a_config_error_naming_the_field(preset, overrides, field):
+    with pytest.raises(ConfigError) as error:
+        load_config(preset, None, overrides, data="x")
+    assert error.value.field.startswith(field)
