@@ -69,6 +69,18 @@ CURRENT_MODEL_ID_PROPERTY = "current_model_id"  # ...ARTIFACT_PROPERTY_CURRENT_M
 PUSHED_PROPERTY = "pushed"  # tfx.components.pusher.executor._PUSHED_KEY
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"  # ..._PUSHED_DESTINATION_KEY
 
+# TFX's context types of a pipeline and of one of its runs (tfx.dsl.compiler.constants).
+PIPELINE_CONTEXT, RUN_CONTEXT = "pipeline", "pipeline_run"
+
+# The run record: imgpipe's custom properties on a pipeline_run context, written before TFX
+# starts and when the run ends (ENDED_BY on executions too), and the values of RUN_STATE.
+RUN_PIPELINE, RUN_PID, RUN_HOST = "imgpipe_pipeline", "imgpipe_pid", "imgpipe_host"
+RUN_STATE, RUN_CONFIG_FILE = "imgpipe_state", "imgpipe_config_file"
+RUN_SET = "imgpipe_set"  # the run's --set overrides, a JSON list of 'field=value'
+ENDED_BY = "imgpipe_ended_by"  # why imgpipe closed a run or an execution
+STATE_RUNNING, STATE_COMPLETE = "running", "complete"
+STATE_FAILED, STATE_INTERRUPTED = "failed", "interrupted"
+
 # The file a Schema artifact holds (TFX's SchemaGen and ImportSchemaGen write it; restated).
 SCHEMA_FILE = "schema.pbtxt"
 # `imgpipe audit`: an execution of AUDIT_EXECUTION_TYPE reads the Examples (INPUT, under

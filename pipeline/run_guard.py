@@ -27,16 +27,22 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-_UNFINISHED = (mlmd_pb2.Execution.NEW, mlmd_pb2.Execution.RUNNING)
-# TFX's context types (tfx.dsl.compiler.constants; not imported: TFX loads slowly).
-_PIPELINE_CONTEXT, RUN_CONTEXT = "pipeline", "pipeline_run"
-# imgpipe's custom properties on a pipeline_run context (ENDED_BY on executions too).
-RUN_PIPELINE, RUN_PID, RUN_HOST = "imgpipe_pipeline", "imgpipe_pid", "imgpipe_host"
-RUN_STATE, RUN_CONFIG_FILE = "imgpipe_state", "imgpipe_config_file"
-RUN_SET = "imgpipe_set"  # the run's --set overrides, a JSON list of 'field=value'
+from components.metadata_keys import (
+    ENDED_BY,
+    PIPELINE_CONTEXT,
+    RUN_CONFIG_FILE,
+    RUN_CONTEXT,
+    RUN_HOST,
+    RUN_PID,
+    RUN_PIPELINE,
+    RUN_SET,
+    RUN_STATE,
+    STATE_FAILED,
+    STATE_INTERRUPTED,
+    STATE_RUNNING,
+)
 
-ENDED_BY = "imgpipe_ended_by"  # why imgpipe closed a run or an execution
-RUNNING, COMPLETE, FAILED, INTERRUPTED = "running", "complete", "failed", "interrupted"
+_UNFINISHED = (mlmd_pb2.Execution.NEW, mlmd_pb2.Execution.RUNNING)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,7 +169,7 @@ def begin_run(
     properties[RUN_PIPELINE].string_value = pipeline
     properties[RUN_PID].int_value = holder.pid
     properties[RUN_HOST].string_value = holder.host
-    properties[RUN_STATE].string_value = RUNNING
+    properties[RUN_STATE].string_value = STATE_RUNNING
     if config_file is not None:
         properties[RUN_CONFIG_FILE].string_value = config_file
     if overrides:
@@ -180,16 +186,16 @@ def end_run(
     if reason:
         context.custom_properties[ENDED_BY].string_value = reason
     store.put_contexts([context])
-    if state == INTERRUPTED:
+    if state == STATE_INTERRUPTED:
         executions = _unfinished(store, RUN_CONTEXT, run_id)
-        _close(store, executions, mlmd_pb2.Execution.CANCELED, reason or INTERRUPTED)
+        _close(store, executions, mlmd_pb2.Execution.CANCELED, reason or STATE_INTERRUPTED)
 
 
 def _running_runs(store: metadata_store.MetadataStore) -> list[mlmd_pb2.Context]:
     return [
         context
         for context in store.get_contexts_by_type(RUN_CONTEXT)
-        if context.custom_properties.get(RUN_STATE, mlmd_pb2.Value()).string_value == RUNNING
+        if context.custom_properties.get(RUN_STATE, mlmd_pb2.Value()).string_value == STATE_RUNNING
     ]
 
 
@@ -199,8 +205,8 @@ def mark_orphans(store: metadata_store.MetadataStore, pipeline: str, last: Holde
     reason = f"{last.describe() if last else 'an earlier process'} ended without finishing"
     for run in _running_runs(store):
         if run.custom_properties[RUN_PIPELINE].string_value == pipeline:
-            end_run(store, run.name, FAILED, reason)
-    orphans = _unfinished(store, _PIPELINE_CONTEXT, pipeline)
+            end_run(store, run.name, STATE_FAILED, reason)
+    orphans = _unfinished(store, PIPELINE_CONTEXT, pipeline)
     _close(store, orphans, mlmd_pb2.Execution.FAILED, reason)
     return len(orphans)
 
@@ -215,8 +221,8 @@ def settle_orphans(metadata_path: str) -> None:
     store = metadata_store.MetadataStore(config)
     pipelines = {
         context.name
-        for context in store.get_contexts_by_type(_PIPELINE_CONTEXT)
-        if _unfinished(store, _PIPELINE_CONTEXT, context.name)
+        for context in store.get_contexts_by_type(PIPELINE_CONTEXT)
+        if _unfinished(store, PIPELINE_CONTEXT, context.name)
     } | {run.custom_properties[RUN_PIPELINE].string_value for run in _running_runs(store)}
     for pipeline in sorted(pipelines):
         try:

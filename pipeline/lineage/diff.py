@@ -9,7 +9,6 @@ import json
 from ml_metadata.metadata_store import metadata_store
 
 from components import metadata_keys
-from pipeline import run_guard
 from pipeline.lineage.metrics import eval_accuracy
 from pipeline.lineage.models import read_dataset
 from pipeline.lineage.runs import PipelineRun, find_run, list_runs
@@ -97,10 +96,10 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
         if evaluations:
             facts["metrics.eval_accuracy"] = eval_accuracy(evaluations[0].uri)
     context = store.get_context_by_type_and_name(PIPELINE_RUN_CONTEXT, run.run_id)
-    config_file = context and context.custom_properties.get(run_guard.RUN_CONFIG_FILE)
+    config_file = context and context.custom_properties.get(metadata_keys.RUN_CONFIG_FILE)
     if config_file:  # the settings the run's config file gave, as JSON
         _flatten("config.file", json.loads(config_file.string_value), facts)
-    overrides = context and context.custom_properties.get(run_guard.RUN_SET)
+    overrides = context and context.custom_properties.get(metadata_keys.RUN_SET)
     for setting in json.loads(overrides.string_value) if overrides else ():
         field, _, value = setting.partition("=")
         facts[f"config.set.{field.strip()}"] = value.strip()

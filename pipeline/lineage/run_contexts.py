@@ -8,7 +8,7 @@ import dataclasses
 
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-from pipeline import run_guard
+from components import metadata_keys
 from pipeline.lineage.store import (
     LEGACY_COMPONENT_PROPERTY,
     LEGACY_PIPELINE_PROPERTY,
@@ -49,8 +49,8 @@ def runs_in_store(graph: MetadataGraph) -> list[RunMembers]:
         executions = sorted(graph.store.get_executions_by_context(context.id), key=lambda e: e.id)
         names = {node_of[e.id][0] for e in executions if e.id in node_of}
         pipeline = min(names) if names else "?"
-        recorded = context.custom_properties.get(run_guard.RUN_STATE)
-        ended_by = context.custom_properties.get(run_guard.ENDED_BY)
+        recorded = context.custom_properties.get(metadata_keys.RUN_STATE)
+        ended_by = context.custom_properties.get(metadata_keys.ENDED_BY)
         runs.append(
             RunMembers(
                 context.name,

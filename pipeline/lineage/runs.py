@@ -14,7 +14,7 @@ from components.evaluation.evaluation_report_reader import read_report, small_ev
 from components.evaluation.model_card_reader import card_folder
 from components.ingest.ingest_report_reader import IngestReportRecord
 from data_prep.contract.label_map import names_by_id
-from pipeline import exit_codes, run_guard
+from pipeline import exit_codes
 from pipeline.exit_codes import STOPPED_BY_EVALUATOR, STOPPED_BY_GATE, STOPPED_BY_SERVING_CHECK
 from pipeline.lineage.metrics import eval_accuracy, validation_failures
 from pipeline.lineage.run_contexts import RunMembers, runs_in_store
@@ -132,13 +132,13 @@ def _status(states: list[str], recorded: str | None) -> str:
     runs of other runners): a run killed between two components is failed, not complete; an
     interrupted one is interrupted even when a component failed of the interrupt (Beam raises
     its own error in place of a KeyboardInterrupt)."""
-    if recorded == run_guard.INTERRUPTED:
+    if recorded == metadata_keys.STATE_INTERRUPTED:
         return "interrupted"
-    if "failed" in states or recorded == run_guard.FAILED:
+    if "failed" in states or recorded == metadata_keys.STATE_FAILED:
         return "failed"
     if "canceled" in states:
         return "interrupted"
-    if {"running", "new"} & set(states) or recorded == run_guard.RUNNING:
+    if {"running", "new"} & set(states) or recorded == metadata_keys.STATE_RUNNING:
         return "running"
     return "complete"
 

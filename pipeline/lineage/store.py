@@ -20,7 +20,7 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-from pipeline.run_guard import RUN_CONTEXT as PIPELINE_RUN_CONTEXT
+from components.metadata_keys import RUN_CONTEXT as PIPELINE_RUN_CONTEXT
 
 # The contexts TFX records runs in (restated; tests/pipeline/lineage/test_store.py checks them):
 # IR-based runners (local, Kubeflow V2 / Vertex) use a 'pipeline_run' and a 'node' context;

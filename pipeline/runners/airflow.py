@@ -31,7 +31,6 @@ from pipeline.config.pipeline_config import PRESETS, PipelineConfig, with_absolu
 LOGGER = logging.getLogger(__name__)
 SUMMARY_TASK = "run_summary"
 TASK_LOG = "its Airflow task log has the cause"
-SUMMARIES_DIR = "run_summaries"  # under the pipeline root: <run_id>.json per scheduled run
 # A scheduled DAG needs a start date; with catchup off, only the latest interval runs.
 START_DATE = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
 # The DAG file shipped in pipeline/runners/airflow_dags/ reads these; docs/operations.md shows how
@@ -83,6 +82,7 @@ def airflow_dag(config: PipelineConfig):
 
     from pipeline.code_fingerprint import code_fingerprint
     from pipeline.factory import create_pipeline
+    from pipeline.ui.report import SUMMARIES_DIR
     from pipeline.validation.data_snapshot import take_snapshot
 
     config = with_absolute_paths(config.validate())
@@ -146,6 +146,7 @@ def log_run_summary(
     as the DAG's last task it decides the run's state."""
     from pipeline.lineage import run_record
     from pipeline.lineage.formatting import format_run_summary
+    from pipeline.ui.report import summary_file_name
 
     task_states = {task.task_id: task.state for task in dag_run.get_task_instances()}
     store = _writable_store(metadata_path)
@@ -241,8 +242,3 @@ def _store_target(metadata_path: str):
     from pipeline.mlmd_connection import MlmdTarget
 
     return MlmdTarget.resolve({}, os.environ, default_sqlite=metadata_path)
-
-
-def summary_file_name(run_id: str) -> str:
-    """A run id as a file name (Airflow's ids hold ':' and '+'); also names the run's report."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)

@@ -13,6 +13,7 @@ from tfx.orchestration import metadata
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
+from components import metadata_keys
 from pipeline import interrupts, run_guard
 from pipeline.code_fingerprint import code_fingerprint
 from pipeline.config.pipeline_config import PipelineConfig, check_data_fits, with_absolute_paths
@@ -79,13 +80,13 @@ def run_local(
             ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
         )
         run_guard.begin_run(store, run_id, config.name, holder, config_file, overrides)
-        state, reason, failure = run_guard.FAILED, None, None
+        state, reason, failure = metadata_keys.STATE_FAILED, None, None
         try:
             with interrupts.failures_as_interrupt():
                 LocalDagRunner().run_with_ir(ir)
-            state = run_guard.COMPLETE
+            state = metadata_keys.STATE_COMPLETE
         except KeyboardInterrupt:
-            state = run_guard.INTERRUPTED
+            state = metadata_keys.STATE_INTERRUPTED
             reason = f"interrupted (Ctrl-C or SIGTERM) in {holder.describe()}"
             raise
         except Exception as error:  # noqa: BLE001 - the run record says what it was

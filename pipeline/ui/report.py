@@ -12,10 +12,11 @@ import os
 import jinja2
 from ml_metadata.metadata_store import metadata_store
 
-from pipeline.runners.airflow import SUMMARIES_DIR, summary_file_name
 from pipeline.ui import media, model_pages, views
 
 REPORT_SUFFIX = ".html"
+# Under the pipeline root: each run's report, and each scheduled run's summary (<run id>.json).
+SUMMARIES_DIR = "run_summaries"
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,3 +56,8 @@ def write_report(store: metadata_store.MetadataStore, run_spec: str, output: str
 def report_path(pipeline_root: str, run_id: str) -> str:
     """Beside the run's summary: <pipeline root>/run_summaries/<run id>.html."""
     return os.path.join(pipeline_root, SUMMARIES_DIR, summary_file_name(run_id) + REPORT_SUFFIX)
+
+
+def summary_file_name(run_id: str) -> str:
+    """A run id as a file name (Airflow's ids hold ':' and '+'); also names the run's report."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)

@@ -2,6 +2,7 @@
 
 from tfx.components.evaluator import constants as evaluator_constants
 from tfx.components.pusher import executor as pusher_executor
+from tfx.dsl.compiler import constants as compiler_constants
 
 from components import metadata_keys
 from components.artifacts import (
@@ -25,6 +26,8 @@ def test_tfx_names_restated_without_importing_tfx_equal_tfx_constants():
     )
     assert metadata_keys.PUSHED_PROPERTY == pusher_executor._PUSHED_KEY
     assert metadata_keys.PUSHED_DESTINATION_PROPERTY == pusher_executor._PUSHED_DESTINATION_KEY
+    assert metadata_keys.PIPELINE_CONTEXT == compiler_constants.PIPELINE_CONTEXT_TYPE_NAME
+    assert metadata_keys.RUN_CONTEXT == compiler_constants.PIPELINE_RUN_CONTEXT_TYPE_NAME
 
 
 def test_artifact_types_are_the_components_own():

@@ -9,6 +9,7 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
+from components import metadata_keys
 from pipeline import lineage, run_guard
 
 
@@ -23,7 +24,7 @@ def _pipeline_with(store, name, states, run_id=None):
     context, to a `node` context, and (with run_id) to the run's `pipeline_run` context."""
     contexts = [_context(store, "pipeline", name), _context(store, "node", f"{name}.Trainer")]
     if run_id:
-        contexts.append(_context(store, run_guard.RUN_CONTEXT, run_id))
+        contexts.append(_context(store, metadata_keys.RUN_CONTEXT, run_id))
     execution_type = store.put_execution_type(mlmd_pb2.ExecutionType(name="Trainer"))
     ids = store.put_executions(
         [mlmd_pb2.Execution(type_id=execution_type, last_known_state=s) for s in states]
@@ -105,7 +106,7 @@ def test_listing_marks_what_a_dead_run_left_running_as_failed(tmp_path):
         mlmd_pb2.Execution.COMPLETE,
     ]
     [marked] = store.get_executions_by_id([running])
-    reason = marked.custom_properties[run_guard.ENDED_BY].string_value
+    reason = marked.custom_properties[metadata_keys.ENDED_BY].string_value
     assert f"process {os.getpid()} on {socket.gethostname()}" in reason
 
 
@@ -122,14 +123,14 @@ def test_an_interrupted_run_is_shown_interrupted(tmp_path):
         store, "imgpipe", [mlmd_pb2.Execution.COMPLETE, mlmd_pb2.Execution.RUNNING], "run-1"
     )
     assert _status(store, "run-1") == "running"
-    run_guard.end_run(store, "run-1", run_guard.INTERRUPTED, "Ctrl-C")
+    run_guard.end_run(store, "run-1", metadata_keys.STATE_INTERRUPTED, "Ctrl-C")
     assert _states(store, [done, running]) == [
         mlmd_pb2.Execution.COMPLETE,
         mlmd_pb2.Execution.CANCELED,
     ]
     assert _status(store, "run-1") == "interrupted"
-    [context] = store.get_contexts_by_type(run_guard.RUN_CONTEXT)
-    assert context.custom_properties[run_guard.RUN_PID].int_value == os.getpid()
+    [context] = store.get_contexts_by_type(metadata_keys.RUN_CONTEXT)
+    assert context.custom_properties[metadata_keys.RUN_PID].int_value == os.getpid()
     # The config file's settings and the --set ones are facts of the run, for `runs diff`.
     [run] = lineage.list_runs(store, metrics=False)
     facts = lineage.run_facts(store, run)
@@ -143,7 +144,7 @@ def test_a_component_that_failed_of_the_interrupt_leaves_the_run_interrupted(tmp
         store, "imgpipe", [mlmd_pb2.Execution.COMPLETE, mlmd_pb2.Execution.FAILED], "run-1"
     )
     assert _status(store, "run-1") == "failed"  # what TFX recorded of the component
-    run_guard.end_run(store, "run-1", run_guard.INTERRUPTED, "Ctrl-C")
+    run_guard.end_run(store, "run-1", metadata_keys.STATE_INTERRUPTED, "Ctrl-C")
     assert _status(store, "run-1") == "interrupted"
 
 

@@ -18,13 +18,13 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 from data_prep.contract.config_error import ConfigError
 from pipeline.lineage.store import LEGACY_COMPONENT_PROPERTY
 from pipeline.runners.airflow import (
-    SUMMARIES_DIR,
     SUMMARY_TASK,
     config_from_environment,
     log_run_summary,
     record_task_failure,
 )
 from pipeline.runners.local import open_store
+from pipeline.ui.report import SUMMARIES_DIR
 from tests.data_prep import image_files
 from tests.pipeline.expected import COMPONENTS
 from tests.pipeline.lineage.test_runs import add_legacy_types, legacy_run

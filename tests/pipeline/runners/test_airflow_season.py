@@ -24,7 +24,8 @@ import time
 import pytest
 
 from pipeline.factory import WARM_START_NODE
-from pipeline.runners.airflow import SUMMARIES_DIR, SUMMARY_TASK, summary_file_name
+from pipeline.runners.airflow import SUMMARY_TASK
+from pipeline.ui.report import SUMMARIES_DIR, summary_file_name
 from tests.data_prep import image_files
 from tests.mysql_server import PASSWORD, USER, mysql_server, server_binaries
 from tests.pipeline.expected import COMPONENTS, SCHEMA_IMPORTER
