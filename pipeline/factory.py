@@ -6,6 +6,7 @@ input fingerprint) and bind the result to an orchestrator.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable
@@ -269,24 +270,67 @@ def create_pipeline(
       (imported_drift_baseline);
       None leaves the check out (a Vertex compile of a first span: nothing to compare with).
     """
-    example_gen = ImageExampleGen(
+    example_gen = ingest(config, data)
+    validated = validation(config, data, example_gen, drift_baseline_node)
+    trained = training(config, example_gen, validated, code_fingerprint)
+    evaluated = evaluation(config, example_gen, trained.trainer, baseline_resolver)
+    nodes = [
+        example_gen,
+        *validated.nodes,
+        *trained.nodes,
+        *evaluated.nodes,
+        *serving(config, example_gen, trained.trainer, evaluated, code_fingerprint),
+    ]
+    carry_code_fingerprints(nodes, code_fingerprint)
+    return Pipeline(
+        pipeline_name=config.name,
+        pipeline_root=config.pipeline_root,
+        components=nodes,
+        enable_cache=config.enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=list(resolve_beam_args(config.beam_args, data.files)),
+    )
+
+
+def ingest(config: PipelineConfig, data: DataSnapshot) -> ImageExampleGen:
+    """The span's images as Examples, numbered and fingerprinted by the snapshot."""
+    return ImageExampleGen(
         ingest_config=config.ingest.to_json(),
         input_fingerprint=data.fingerprint,
         span=data.span,
         reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Validated:
+    """The validation stage's nodes (statistics, schema, anomalies, drift, the data gate), the
+    decided schema, and the gate that later stages wait for."""
+
+    nodes: list[base_node.BaseNode]
+    schema: Channel
+    gate: DataGate
+
+
+def validation(
+    config: PipelineConfig,
+    data: DataSnapshot,
+    example_gen: ImageExampleGen,
+    drift_baseline_node: Callable[[Channel], tuple[base_node.BaseNode, Channel]] | None,
+) -> Validated:
+    """Statistics, the decided schema, the anomalies against it, the drift check against the
+    blessed model's data (unless drift_baseline_node is None) and the data gate over them."""
     statistics_gen = tfx.components.StatisticsGen(
         examples=example_gen.outputs["examples"], stats_options=statistics_options()
     )
-    schema_node, schema = decided_schema(config, data, statistics_gen.outputs["statistics"])
-    example_validator = tfx.components.ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema
-    )
+    statistics = statistics_gen.outputs["statistics"]
+    schema_node, schema = decided_schema(config, data, statistics)
+    example_validator = tfx.components.ExampleValidator(statistics=statistics, schema=schema)
     drift_nodes = []
     if drift_baseline_node is not None:
-        baseline_node, baseline = drift_baseline_node(statistics_gen.outputs["statistics"])
+        baseline_node, baseline = drift_baseline_node(statistics)
         distribution_validator = DistributionValidator(
-            statistics=statistics_gen.outputs["statistics"],
+            statistics=statistics,
             # Optional: without a blessed model there is nothing to compare with (it passes).
             baseline_statistics=baseline.as_optional(),
             config=drift_config(config.gate),
@@ -302,8 +346,30 @@ def create_pipeline(
         pipeline=config.name,
         max_near_duplicate_fraction=config.gate.max_near_duplicate_fraction,
     )
+    nodes = [statistics_gen, schema_node, example_validator, *drift_nodes, data_gate]
+    return Validated(nodes, schema, data_gate)
+
+
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    """The training stage's nodes (Transform, the warm start and the Tuner when asked, the
+    Trainer) and the Trainer, whose model later stages take."""
+
+    nodes: list[base_node.BaseNode]
+    trainer: base_node.BaseNode
+
+
+def training(
+    config: PipelineConfig,
+    example_gen: ImageExampleGen,
+    validated: Validated,
+    code_fingerprint: Callable[[str], str],
+) -> Trained:
+    """Transform's statistics after the gate, then the Trainer, warm-started from the newest
+    blessed model and tuned when the config asks."""
+    examples, schema = example_gen.outputs["examples"], validated.schema
     transform = tfx.components.Transform(
-        examples=example_gen.outputs["examples"],
+        examples=examples,
         schema=schema,
         preprocessing_fn=PREPROCESSING_FN,
         materialize=False,  # statistics only: decoded pixels are never written
@@ -320,32 +386,14 @@ def create_pipeline(
             CODE_FINGERPRINT_KEY: code_fingerprint(transform_module.__name__),
         },
     )
-    transform.add_upstream_node(data_gate)  # no statistics from data that failed the gate
-    warm_start = (
-        warm_start_model(example_gen.outputs["examples"]) if config.trainer.warm_start else None
-    )
-    tuner = (
-        Tuner(
-            tuner_fn=TUNER_FN,
-            examples=example_gen.outputs["examples"],
-            transform_graph=transform.outputs["transform_graph"],
-            schema=schema,
-            train_args=trainer_pb2.TrainArgs(splits=["train"]),
-            eval_args=trainer_pb2.EvalArgs(splits=["eval"]),
-            custom_config={
-                TRAINER_CONFIG_KEY: trainer_config_to_json(config.trainer),
-                TUNING_CONFIG_KEY: tuning_config_to_json(config.tuning),
-                CODE_FINGERPRINT_KEY: code_fingerprint(tuner_module.__name__),
-            },
-        )
-        if config.tuning.enabled
-        else None
-    )
+    transform.add_upstream_node(validated.gate)  # no statistics from data that failed the gate
+    warm_start = warm_start_model(examples) if config.trainer.warm_start else None
+    tuner = _tuner(config, examples, transform, schema, code_fingerprint)
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
         # Records the performance report on the Model artifact in MLMD.
         custom_executor_spec=executor_spec.ExecutorClassSpec(TrainerExecutor),
-        examples=example_gen.outputs["examples"],
+        examples=examples,
         transform_graph=transform.outputs["transform_graph"],
         schema=schema,
         base_model=warm_start.outputs[MODEL_KEY] if warm_start else None,
@@ -357,37 +405,98 @@ def create_pipeline(
             CODE_FINGERPRINT_KEY: code_fingerprint(trainer_module.__name__),
         },
     )
-    baseline = baseline_resolver(trainer.outputs["model"])
+    optional = [node for node in (warm_start, tuner) if node is not None]
+    return Trained([transform, *optional, trainer], trainer)
+
+
+def _tuner(
+    config: PipelineConfig,
+    examples: Channel,
+    transform: base_node.BaseNode,
+    schema: Channel,
+    code_fingerprint: Callable[[str], str],
+) -> Tuner | None:
+    """The hyperparameter search whose best values the Trainer takes; None unless enabled."""
+    if not config.tuning.enabled:
+        return None
+    return Tuner(
+        tuner_fn=TUNER_FN,
+        examples=examples,
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema,
+        train_args=trainer_pb2.TrainArgs(splits=["train"]),
+        eval_args=trainer_pb2.EvalArgs(splits=["eval"]),
+        custom_config={
+            TRAINER_CONFIG_KEY: trainer_config_to_json(config.trainer),
+            TUNING_CONFIG_KEY: tuning_config_to_json(config.tuning),
+            CODE_FINGERPRINT_KEY: code_fingerprint(tuner_module.__name__),
+        },
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluated:
+    """The evaluation stage's nodes in order, and those the serving stage reads."""
+
+    nodes: list[base_node.BaseNode]
+    evaluator: base_node.BaseNode
+    serving_check: ServingCheck
+    report: EvaluationReportGen
+    data_health: DataHealthGen
+    tflite_export: TFLiteExport
+
+
+def evaluation(
+    config: PipelineConfig,
+    example_gen: ImageExampleGen,
+    trainer: base_node.BaseNode,
+    baseline_resolver: Callable[[Channel], resolver.Resolver],
+) -> Evaluated:
+    """The blessing (against the baseline model), the serving check, the readable report, the
+    data health over its probabilities and the TFLite export compared with its scores."""
+    examples, model = example_gen.outputs["examples"], trainer.outputs["model"]
+    baseline = baseline_resolver(model)
     evaluator = tfx.components.Evaluator(
-        examples=example_gen.outputs["examples"],
-        model=trainer.outputs["model"],
+        examples=examples,
+        model=model,
         baseline_model=baseline.outputs[MODEL_KEY],
         example_splits=["eval"],
         eval_config=eval_config(config.min_accuracy),
         module_path=evaluator_module.__name__,  # TFMA loads the model through the shared cache
     )
-    serving_check = ServingCheck(model=trainer.outputs["model"])
-    evaluation_report = EvaluationReportGen(
-        model=trainer.outputs["model"], examples=example_gen.outputs["examples"]
-    )
+    serving_check = ServingCheck(model=model)
+    report = EvaluationReportGen(model=model, examples=examples)
     data_health = DataHealthGen(  # label errors from the probabilities the report stored
-        examples=example_gen.outputs["examples"],
+        examples=examples,
         ingest_report=example_gen.outputs["ingest_report"],
-        readable_evaluation=evaluation_report.outputs["report"],
+        readable_evaluation=report.outputs["report"],
     )
     tflite_export = TFLiteExport(  # compared with the SavedModel scores the report stored
-        model=trainer.outputs["model"],
-        examples=example_gen.outputs["examples"],
-        readable_evaluation=evaluation_report.outputs["report"],
+        model=model,
+        examples=examples,
+        readable_evaluation=report.outputs["report"],
         int8_max_accuracy_gap_points=config.int8_max_accuracy_gap_points,
     )
+    nodes = [baseline, evaluator, serving_check, report, data_health, tflite_export]
+    return Evaluated(nodes, evaluator, serving_check, report, data_health, tflite_export)
+
+
+def serving(
+    config: PipelineConfig,
+    example_gen: ImageExampleGen,
+    trainer: base_node.BaseNode,
+    evaluated: Evaluated,
+    code_fingerprint: Callable[[str], str],
+) -> list[base_node.BaseNode]:
+    """The Pusher (only with both blessings) and the model card over everything the run made."""
+    model = trainer.outputs["model"]
     pusher = tfx.components.Pusher(
-        model=trainer.outputs["model"],
+        model=model,
         # Copies, verifies in a fresh process, then renames into place.
         custom_executor_spec=executor_spec.ExecutorClassSpec(PusherExecutor),
         custom_config={CODE_FINGERPRINT_KEY: code_fingerprint(PusherExecutor.__module__)},
-        model_blessing=evaluator.outputs["blessing"],
-        infra_blessing=serving_check.outputs["blessing"],  # both blessings or no push
+        model_blessing=evaluated.evaluator.outputs["blessing"],
+        infra_blessing=evaluated.serving_check.outputs["blessing"],  # both blessings or no push
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=os.path.join(config.serving_dir, config.name)
@@ -395,44 +504,16 @@ def create_pipeline(
         ),
     )
     model_card = ModelCardGen(
-        model=trainer.outputs["model"],
+        model=model,
         model_run=trainer.outputs["model_run"],
         examples=example_gen.outputs["examples"],
         ingest_report=example_gen.outputs["ingest_report"],
-        evaluation=evaluator.outputs["evaluation"],
-        model_blessing=evaluator.outputs["blessing"],
-        infra_blessing=serving_check.outputs["blessing"],
-        readable_evaluation=evaluation_report.outputs["report"],
-        tflite=tflite_export.outputs["tflite"],
+        evaluation=evaluated.evaluator.outputs["evaluation"],
+        model_blessing=evaluated.evaluator.outputs["blessing"],
+        infra_blessing=evaluated.serving_check.outputs["blessing"],
+        readable_evaluation=evaluated.report.outputs["report"],
+        tflite=evaluated.tflite_export.outputs["tflite"],
         pushed_model=pusher.outputs["pushed_model"],
-        data_health=data_health.outputs["data_health"],
+        data_health=evaluated.data_health.outputs["data_health"],
     )
-    nodes = [
-        example_gen,
-        statistics_gen,
-        schema_node,
-        example_validator,
-        *drift_nodes,
-        data_gate,
-        transform,
-        *([warm_start] if warm_start else []),
-        *([tuner] if tuner else []),
-        trainer,
-        baseline,
-        evaluator,
-        serving_check,
-        evaluation_report,
-        data_health,
-        tflite_export,
-        pusher,
-        model_card,
-    ]
-    carry_code_fingerprints(nodes, code_fingerprint)
-    return Pipeline(
-        pipeline_name=config.name,
-        pipeline_root=config.pipeline_root,
-        components=nodes,
-        enable_cache=config.enable_cache,
-        metadata_connection_config=metadata_connection_config,
-        beam_pipeline_args=list(resolve_beam_args(config.beam_args, data.files)),
-    )
+    return [pusher, model_card]
