@@ -110,25 +110,10 @@ def ingest_beam(input_dir: str, output_dir: str) -> int:
     return report["totals"]["accepted"]
 
 
-def ingest_beam_without_health(input_dir: str, output_dir: str) -> int:
-    """The same job with each image's health signals left out (None, as for an image that has
-    none): set before the job starts, so every forked worker and decoder inherits it. What the
-    signals cost is this job's CPU time against ingest_beam's."""
-    from data_prep.quality import health
-
-    health.image_signals = _no_signals
-    return ingest_beam(input_dir, output_dir)
-
-
-def _no_signals(rgb) -> None:
-    del rgb
-
-
 CONTENDERS = {
     "loop": ingest_loop,
     "split_loop": ingest_split_loop,
     "beam": ingest_beam,
-    "beam_without_health": ingest_beam_without_health,
 }
 
 

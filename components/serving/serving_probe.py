@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.saved_model import loader_impl, registration
+from tensorflow.core.protobuf import saved_model_pb2
+
+# TensorFlow exports no lookup of the classes registered to rebuild saved objects; this reads
+# that registry and changes nothing.
+from tensorflow.python.saved_model import registration
 
 from components.evaluation import saved_model_cache
 from components.training.serving_assets import (
@@ -80,7 +85,11 @@ def stock_tensorflow_problems(model_dir: str) -> list[str]:
     imported TensorFlow; empty when nothing would. Raises what parsing a broken file raises."""
     stock_ops = frozenset(name for name in dir(tf.raw_ops) if not name.startswith("_"))
     problems = set()
-    for meta_graph in loader_impl.parse_saved_model(model_dir).meta_graphs:
+    saved_model = saved_model_pb2.SavedModel()
+    graph_file = os.path.join(model_dir, tf.saved_model.SAVED_MODEL_FILENAME_PB)
+    with tf.io.gfile.GFile(graph_file, "rb") as handle:
+        saved_model.ParseFromString(handle.read())
+    for meta_graph in saved_model.meta_graphs:
         library = meta_graph.graph_def.library
         functions = {function.signature.name for function in library.function}
         nodes = [*meta_graph.graph_def.node, *(n for f in library.function for n in f.node_def)]

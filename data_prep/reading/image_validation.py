@@ -20,8 +20,7 @@ import warnings
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from data_prep.quality import health
-from data_prep.quality.health import ImageSignals
+from data_prep.quality.health import ImageSignals, image_signals
 from data_prep.runtime import supervised
 from data_prep.runtime.native_stderr import capture_native_stderr
 
@@ -281,9 +280,7 @@ def _normalize(
         rgb = ImageOps.contain(rgb, (limits.max_side, limits.max_side), Image.Resampling.LANCZOS)
         conversions.append("downscale")
     width, height = rgb.size
-    # Looked up per call, so the ingest's cost can be measured without it
-    # (benchmarks/ingest_bench.py).
-    signals = health.image_signals(rgb) if with_signals else None
+    signals = image_signals(rgb) if with_signals else None
     if not conversions and _is_contract_format(data, source_format):
         fmt = "jpeg" if source_format in _JPEG_FAMILY else "png"
         return Accepted(data, fmt, height, width, source_format, (), signals)

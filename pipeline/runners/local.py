@@ -8,10 +8,10 @@ import os
 from collections.abc import Callable
 
 from ml_metadata.metadata_store import metadata_store
-from tfx.dsl.compiler import constants
+from tfx.dsl.compiler import compiler, constants
 from tfx.orchestration import metadata
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
-from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
+from tfx.orchestration.portable import runtime_parameter_utils
 
 from components import metadata_keys
 from pipeline import interrupts, run_guard
@@ -73,8 +73,9 @@ def run_local(
         data = take_snapshot(config.ingest.input, store, config.name)
         check_data_fits(config, data.files)
         pipeline = create_pipeline(config, data, code_fingerprint, connection)
-        # Compiled here (as LocalDagRunner.run does) so that this process names its own run.
-        ir = tfx_runner._make_pipeline_proto(pipeline)  # noqa: SLF001
+        # Compiled here (as LocalDagRunner.run does, less its step for module_file wheels: our
+        # code is imported by name) so that this process names its own run.
+        ir = compiler.Compiler().compile(pipeline)
         run_id = datetime.datetime.now().isoformat()
         runtime_parameter_utils.substitute_runtime_parameter(
             ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}

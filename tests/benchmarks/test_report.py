@@ -247,11 +247,11 @@ def test_pipeline_line_through_the_sizes_gives_fixed_cost_and_cost_per_image():
     assert round(fixed, 6) == 5.0 and round(per_image_ms, 6) == 2.0
 
 
-def test_health_part_gives_the_cost_ratio_as_a_median_with_its_spread():
+def test_health_part_gives_the_ingest_cost_as_a_median_with_its_spread_and_the_signals_share():
     from benchmarks.health_bench import _cost_note
 
-    ratio = {"value": 1.4, "lowest": 0.98, "highest": 1.73, "rounds": 9}
-    assert _cost_note(ratio, 2.0, 1.6) == (
-        "ingest cost with/without the signals: median of 9 rounds' ratios 1.40x, the rounds from "
-        "0.98x to 1.73x; the ratio of the median costs 1.25x"
+    ingest = {"value": 2.04, "lowest": 1.81, "highest": 2.73, "rounds": 9}
+    assert _cost_note(ingest, {"value": 0.254}) == (
+        "ingest CPU per image: median of 9 rounds 2.04 ms, the rounds from 1.81 to 2.73 ms; the "
+        "health signals take 25% of it"
     )
