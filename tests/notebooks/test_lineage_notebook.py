@@ -1,10 +1,14 @@
 """notebooks/lineage.ipynb executes top to bottom on tiny data and shows what it promises: two
-runs, a lineage picture and the changed setting. Its execution is what makes the session's
-two-run store (tests/pipeline/two_run_store.py), on that store's images."""
+runs, a lineage picture and the changed setting."""
 
+import os
 import re
 
 import pytest
+
+from tests.pipeline.tiny_pipeline import CHECKOUT, write_images
+
+NOTEBOOK = CHECKOUT / "notebooks" / "lineage.ipynb"
 
 
 def _outputs(notebook, kind: str) -> list:
@@ -18,8 +22,27 @@ def _outputs(notebook, kind: str) -> list:
 
 
 @pytest.mark.slow
-def test_lineage_notebook_executes_and_shows_runs_graph_and_diff(two_runs):
-    notebook = two_runs.notebook
+def test_lineage_notebook_executes_and_shows_runs_graph_and_diff(tmp_path):
+    """Executed as CI executes it (nbclient, the venv's ipykernel), on tiny images, writing its
+    store under its own folder."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from pipeline.lineage import list_runs
+    from pipeline.runners.local import open_store
+
+    images = write_images(tmp_path / "images")
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IMGPIPE_NOTEBOOK_DIR", str(tmp_path))
+        patch.setenv("IMGPIPE_NOTEBOOK_IMAGES", str(images))
+        patch.setenv("PYTHONPATH", str(CHECKOUT))  # this checkout, not an installed copy
+        NotebookClient(
+            notebook,
+            timeout=900,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(tmp_path)}},
+        ).execute()
     text = "".join(output.get("text", "") for output in _outputs(notebook, "stream"))
     assert text.count("complete") >= 2  # two runs listed
     assert re.search(r"config +trainer\.learning_rate +0\.003 +0\.01", text)
@@ -27,4 +50,7 @@ def test_lineage_notebook_executes_and_shows_runs_graph_and_diff(two_runs):
         output for output in _outputs(notebook, "display_data") if "image/png" in output["data"]
     ]
     assert len(pictures) == 1
-    assert {two_runs.first.run_id, two_runs.second.run_id} <= set(re.findall(r"\S+", text))
+    store = open_store(os.path.join(tmp_path, "build", "tfx", "metadata.db"))
+    runs = list_runs(store)
+    assert len(runs) == 2
+    assert {run.run_id for run in runs} <= set(re.findall(r"\S+", text))

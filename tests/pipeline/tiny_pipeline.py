@@ -2,11 +2,15 @@
 such runs that differ in one setting: what the end-to-end tests share."""
 
 import dataclasses
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
 from pipeline.config.pipeline_config import PipelineConfig, runlocal_preset
+from pipeline.exit_codes import NOT_PUSHED, OK
 from tests.data_prep import image_files
 
 LABELS = ("cat", "dog", "owl")
@@ -32,8 +36,8 @@ def tiny_config(images, build, **trainer_changes) -> PipelineConfig:
     )
 
 
-FIRST_RATE, SECOND_RATE = 0.003, 0.01  # the one setting the two runs differ in (the notebook's)
-NOTEBOOK = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "lineage.ipynb"
+FIRST_RATE, SECOND_RATE = 0.003, 0.01  # the one setting the two runs differ in
+CHECKOUT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @dataclasses.dataclass
@@ -42,7 +46,6 @@ class TwoRuns:
     images: pathlib.Path
     first: object  # lineage.PipelineRun
     second: object
-    notebook: object  # the executed notebooks/lineage.ipynb that made them (nbformat)
 
     @property
     def store(self):
@@ -60,30 +63,29 @@ class TwoRuns:
 
 
 def run_twice(images: pathlib.Path, build: pathlib.Path) -> TwoRuns:
-    """Two runs into one store, the second with another learning rate, made by executing
-    notebooks/lineage.ipynb on `images` (nbclient, the venv's ipykernel). Its kernel runs in the
-    build folder's parent with a relative build folder, as `make run-local` does, so the store's
-    answers from other folders are tested; the returned config holds absolute paths."""
-    import nbformat
-    from nbclient import NotebookClient
-
+    """Two runs of `imgpipe run --preset runlocal` into one store, the second with another
+    learning rate, each in its own process as a user runs it: in the build folder's parent with
+    a relative build folder, as `make run-local` does, so the store's answers from other folders
+    are tested; the returned config holds absolute paths."""
     from pipeline.config.pipeline_config import with_absolute_paths
     from pipeline.lineage import list_runs
     from pipeline.runners.local import open_store
 
-    assert build.name == "build", "the notebook writes its store under ./build"
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    command = [sys.executable, "-m", "pipeline.cli", "run", "--preset", "runlocal"]
+    command += ["--data", str(images), "--build-dir", build.name]
+    environment = {**os.environ, "PYTHONPATH": str(CHECKOUT)}  # this checkout, not a copy
+    for rate in (FIRST_RATE, SECOND_RATE):
+        finished = subprocess.run(
+            [*command, "--set", f"trainer.learning_rate={rate}"],
+            cwd=build.parent,
+            env=environment,
+            capture_output=True,
+            text=True,
+        )
+        # A run whose model is not blessed (the second may score below the first) is complete.
+        assert finished.returncode in (OK, NOT_PUSHED), finished.stdout + finished.stderr
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("IMGPIPE_NOTEBOOK_DIR", ".")
-        patch.setenv("IMGPIPE_NOTEBOOK_IMAGES", str(images))
-        patch.setenv("PYTHONPATH", str(NOTEBOOK.parents[1]))  # this checkout, not an installed copy
-        NotebookClient(
-            notebook,
-            timeout=900,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(build.parent)}},
-        ).execute()
         patch.chdir(build.parent)
         config = with_absolute_paths(tiny_config(images, build.name, learning_rate=FIRST_RATE))
     second, first = list_runs(open_store(config.metadata_path), config.name)  # newest first
-    return TwoRuns(config, images, first, second, notebook)
+    return TwoRuns(config, images, first, second)

@@ -1,8 +1,8 @@
-"""The two-run store the lineage, UI, browser, notebook and local-cluster tests share (the
-session fixture `two_runs` in tests/conftest.py), built once per session by executing
-notebooks/lineage.ipynb (a pipeline run is the suite's most expensive step): the images hold a
-duplicate (its bytes decode: a thumbnail), an empty and a truncated file (no thumbnail) and a
-text file (ignored); the second run changes the learning rate."""
+"""The two-run store the lineage, UI, browser and local-cluster tests share (the session
+fixture `two_runs` in tests/conftest.py), built once per session with `imgpipe run` (a pipeline
+run is the suite's most expensive step): the images hold a duplicate (its bytes decode: a
+thumbnail), an empty and a truncated file (no thumbnail) and a text file (ignored); the second
+run changes the learning rate."""
 
 import pathlib
 
