@@ -410,10 +410,13 @@ def section(records: list[dict]) -> Section:
         "images; eval probabilities from a logistic regression on 16x16 pixels",
         "eval accuracy: a 1-nearest-neighbour classifier on 16x16 pixels, which memorizes: "
         "a near-duplicate of an eval image in train raises it",
-        _cost_note(
-            by_name["cost.ingest_cpu_ms_per_image"], by_name["cost.signals_share_of_ingest"]
-        ),
     )
+    if "cost.signals_share_of_ingest" in by_name:  # results measured before it lack the share
+        notes += (
+            _cost_note(
+                by_name["cost.ingest_cpu_ms_per_image"], by_name["cost.signals_share_of_ingest"]
+            ),
+        )
     return Section(
         "Data health: near-duplicates, leak-free splits, label errors, cost",
         ("measured", "value", "unit"),

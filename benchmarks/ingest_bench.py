@@ -2,6 +2,10 @@
 
 Each contender runs in its own process (benchmarks/process_tree.py), so the peak memory covers
 the whole job, Beam's workers included.
+
+Sizes come from the environment so a quick run is possible; `make bench` uses the defaults:
+  BENCH_INGEST_IMAGES  the two input sizes in photo-like JPEGs (default "5000 20000")
+  BENCH_INGEST_RUNS    timed runs of each contender, the fastest counts (default 2)
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
 
@@ -18,6 +23,8 @@ from benchmarks.process_tree import reap_orphans_at_exit, run_measured
 from benchmarks.report import Section, default_section
 
 MEMORY_SAMPLE_S = 0.05
+SMALL, LARGE = (int(n) for n in os.environ.get("BENCH_INGEST_IMAGES", "5000 20000").split())
+RUNS = int(os.environ.get("BENCH_INGEST_RUNS", "2"))
 
 
 def ingest_loop(input_dir: str, output_dir: str) -> int:
@@ -165,7 +172,7 @@ def _best_of(runs: int, contenders: tuple[str, ...], input_dir: str, workdir: st
     return best
 
 
-def run(workdir: str, small: int = 5000, large: int = 20000, runs: int = 2) -> list[dict]:
+def run(workdir: str, small: int = SMALL, large: int = LARGE, runs: int = RUNS) -> list[dict]:
     records = []
     beam = {}
     for count, seed in ((small, 1), (large, 2)):

@@ -8,6 +8,10 @@ is measured by the pipeline's TFLiteExport on the trained model, not here. Saved
 come from the serving check's probe, each in a fresh process as a model server starts (encoded
 JPEG bytes in: decoding and resizing included); TFLite figures are the interpreter's invoke on
 decoded, resized pixels (what the TFLite models take), one thread.
+
+Sizes come from the environment so a quick run is possible; `make bench` uses the defaults:
+  BENCH_SERVING_RUNS      fresh processes for the SavedModel figures (default 3)
+  BENCH_SERVING_REQUESTS  timed single-image requests per measurement (default 300)
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ import os
 
 import numpy as np
 
-RUNS = 3  # fresh processes for the SavedModel figures; the median is reported
-LATENCY_REQUESTS = 300
+RUNS = int(os.environ.get("BENCH_SERVING_RUNS", "3"))  # the median is reported
+LATENCY_REQUESTS = int(os.environ.get("BENCH_SERVING_REQUESTS", "300"))
 CLASSES = 6
 CALIBRATION_IMAGES = 50
 

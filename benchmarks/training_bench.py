@@ -7,11 +7,17 @@ not the input pipeline), in its own process: logical devices are fixed when Tens
 and a policy or an XLA cache must not leak into the next contender. Each contender makes a
 first call of `warmup` steps (tracing, XLA compilation), then `steps` timed steps; the best of
 `repeats` timed passes counts, since the machine may be shared.
+
+Sizes come from the environment so a quick run is possible; `make bench` uses the defaults:
+  BENCH_TRAINING_STEPS    timed steps per pass (default 32; a multiple of steps_per_execution)
+  BENCH_TRAINING_WARMUP   steps of the untimed first call (default 8)
+  BENCH_TRAINING_REPEATS  timed passes, the best counts (default 2)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,9 +25,9 @@ import time
 import components  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from benchmarks.charts import label_bars
 
-STEPS = 32
-WARMUP = 8
-REPEATS = 2
+STEPS = int(os.environ.get("BENCH_TRAINING_STEPS", "32"))
+WARMUP = int(os.environ.get("BENCH_TRAINING_WARMUP", "8"))
+REPEATS = int(os.environ.get("BENCH_TRAINING_REPEATS", "2"))
 CHILD_TIMEOUT_SECONDS = 900
 
 # name -> settings over the default; `mode`: eager, graph or fit.
@@ -114,7 +120,7 @@ def measure(spec: dict) -> dict:
         )
     per_call = config.steps_per_execution
     if spec["mode"] == "fit":
-        first_call, passes, traces = _fit(model, dataset, config, spec)
+        first_call, passes, traces = _fit(model, optimizer, dataset, config, spec)
         waited = 0.0  # fit's loop is Keras' own: its input wait is not measured
     else:
         iterator = iter(strategy.experimental_distribute_dataset(dataset))
@@ -147,14 +153,15 @@ def measure(spec: dict) -> dict:
     }
 
 
-def _fit(model, dataset, config, spec) -> tuple[float, list[float], int]:
-    """Keras fit with steps_per_execution, timed per epoch inside one fit call (as training
-    runs it): the first epoch includes tracing, each later epoch is one timed pass."""
+def _fit(model, optimizer, dataset, config, spec) -> tuple[float, list[float], int]:
+    """Keras fit with steps_per_execution, timed per epoch inside one fit call, with the
+    engine's optimizer and loss (sparse cross-entropy over the model's probabilities): the
+    first epoch includes tracing, each later epoch is one timed pass."""
     import tf_keras as keras
 
     model.compile(
-        optimizer=model.optimizer,
-        loss=model.loss,
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(),
         steps_per_execution=config.steps_per_execution,
         jit_compile=config.jit_compile,
     )
