@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from data_prep.ingest_config import ConfigError
+from data_prep.contract.config_error import ConfigError
 from pipeline import exit_codes
 from pipeline.cli import options
 
@@ -58,7 +58,7 @@ def _run_serve(args, beam_args: list[str]) -> int:
     from pipeline.cli.listening import ListenError, listen
 
     try:
-        config, _ = options.effective_config(args, beam_args, generate_data=False)
+        config = options.effective_config(args, beam_args, generate_data=False).config
         settings = _settings(args, config)
         name, base, version, model_dir = _model(args, config)
         listener = listen(args.host, args.port)
