@@ -106,6 +106,10 @@ class TrainingEngine:
             self._runs[key] = tf.function(self._steps, input_signature=signature, autograph=False)
         return self._runs[key](iterator, tf.constant(steps, tf.int32))
 
+    def training_metrics(self) -> dict[str, float]:
+        """Mean loss and accuracy of the training steps since the last reset_metrics()."""
+        return {"loss": float(self.loss.result()), "accuracy": float(self.accuracy.result())}
+
     def reset_metrics(self) -> None:
         self.loss.reset_state()
         self.accuracy.reset_state()
