@@ -55,6 +55,20 @@ PLACED_AT_PROPERTY = "placed_at"
 MODEL_CARD_MODEL_ID_PROPERTY = "model_id"
 # Model custom properties carrying the Trainer's performance report start with this.
 PERFORMANCE_PROPERTY_PREFIX = "perf_"
+# Model custom properties of how its training went (epochs, exported epoch, why it stopped, the
+# last validation) start with this; TRAINING_OUTCOME names them, as the training metrics do.
+TRAINING_PROPERTY_PREFIX = "training_"
+TRAINING_OUTCOME = (
+    "epochs",
+    "epochs_trained",
+    "exported_epoch",
+    "best_epoch",
+    "restored_best",
+    "stop_reason",
+    "eval_accuracy",
+)
+# Model custom property: the id of the Model a warm-started run started from.
+WARM_STARTED_FROM_PROPERTY = "warm_started_from_model_id"
 
 # custom_config keys.
 CODE_FINGERPRINT_KEY = "code_fingerprint"

@@ -59,7 +59,7 @@ class _Task:
     total: float
     by_worker: dict = dataclasses.field(default_factory=dict)  # worker -> (done, seconds)
     last_plain: float = 0.0
-    epoch: float = 0.0
+    validation: dict = dataclasses.field(default_factory=dict)  # the last one's figures
     bar: object = None  # a tqdm bar on a terminal
 
     @property
@@ -70,6 +70,14 @@ class _Task:
     def rate(self) -> float:
         """Units per second, all workers together."""
         return sum(done / seconds for done, seconds in self.by_worker.values() if seconds > 0)
+
+
+def _training_figures(fields: dict) -> str:
+    """The running training loss and accuracy, and the validation's when there is one."""
+    text = f"loss {fields['loss']:.4f}, accuracy {fields['accuracy']:.4f}"
+    if "val_accuracy" in fields:
+        text += f", val_loss {fields['val_loss']:.4f}, val_accuracy {fields['val_accuracy']:.4f}"
+    return text
 
 
 class Console:
@@ -122,9 +130,9 @@ class Console:
         if self.live:
             self._draw_bar(task, fields)
             return
-        new_epoch = fields.get("epoch", 0) != task.epoch
-        task.epoch = fields.get("epoch", 0)
-        if new_epoch or task.done >= task.total or now - task.last_plain >= _PLAIN_EVERY_S:
+        # A validation (each epoch's end, by default) always gets its line.
+        validated = "val_accuracy" in fields
+        if validated or task.done >= task.total or now - task.last_plain >= _PLAIN_EVERY_S:
             task.last_plain = now
             self.say(f"  {self.component or event.task}: {self._describe(task, fields)}")
 
@@ -138,8 +146,8 @@ class Console:
             )
         return (
             f"epoch {fields['epoch']:.0f} of {fields['epochs']:.0f}, step {task.done:.0f} of "
-            f"{task.total:.0f}, {fields['images_per_second']:.1f} images/s, loss "
-            f"{fields['loss']:.4f}, accuracy {fields['accuracy']:.4f}, ETA {eta}"
+            f"{task.total:.0f}, {fields['images_per_second']:.1f} images/s, "
+            f"{_training_figures(fields)}, ETA {eta}"
         )
 
     def _draw_bar(self, task: _Task, fields: dict) -> None:
@@ -157,10 +165,12 @@ class Console:
             )
         task.bar.n = int(task.done)
         if task.name == "training":
+            if "val_accuracy" in fields:  # shown until the next validation
+                task.validation = {key: fields[key] for key in ("val_loss", "val_accuracy")}
             task.bar.set_postfix_str(
                 f"epoch {fields['epoch']:.0f}/{fields['epochs']:.0f}, "
-                f"{fields['images_per_second']:.1f} images/s, loss {fields['loss']:.4f}, "
-                f"accuracy {fields['accuracy']:.4f}",
+                f"{fields['images_per_second']:.1f} images/s, "
+                f"{_training_figures({**fields, **task.validation})}",
                 refresh=False,
             )
         task.bar.refresh()

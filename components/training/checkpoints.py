@@ -1,5 +1,6 @@
 """Checkpoints that let a killed training run resume: model weights and optimizer state (its step
-counter, slots and loss scale), every N optimizer steps, written by the training thread.
+counter, slots and loss scale) and the best validation so far, every N optimizer steps, written by
+the training thread.
 
 Under MultiWorkerMirroredStrategy every worker takes part in saving (reading synchronized
 variables is a collective), but only the chief writes into the checkpoint directory; the others
@@ -29,10 +30,14 @@ class RunCheckpoints:
         optimizer: tf.Module,
         every_steps: int,
         strategy: tf.distribute.Strategy,
+        best: tf.Module | None = None,
     ):
+        """`best`: the run's best validation (best_validation.py), saved and restored with the
+        model so a resumed run keeps it."""
         self.chief = strategy.extended.should_checkpoint
         self.directory = directory if self.chief else tempfile.mkdtemp(prefix="checkpoints-")
-        self._checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        tracked = {"best": best} if best is not None else {}
+        self._checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **tracked)
         self._manager = tf.train.CheckpointManager(
             self._checkpoint,
             self.directory,

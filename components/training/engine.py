@@ -82,6 +82,7 @@ class TrainingEngine:
             else self._micro_batch_gradients
         )
         self._runs = {}  # a graph per set of trainable variables, made on its first run
+        self._evaluations = {}  # a graph per evaluation dataset's element spec
 
     @property
     def traces(self) -> int:
@@ -126,8 +127,13 @@ class TrainingEngine:
         self.eval_accuracy.reset_state()
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
         if self.graph:
-            signature = [tf.type_spec_from_value(iterator)]
-            tf.function(self._evaluate, input_signature=signature, autograph=False)(iterator)
+            # Traced once per dataset, however often it is scored (every epoch's validation).
+            spec = tf.type_spec_from_value(iterator)
+            if spec not in self._evaluations:
+                self._evaluations[spec] = tf.function(
+                    self._evaluate, input_signature=[spec], autograph=False
+                )
+            self._evaluations[spec](iterator)
         else:
             self._evaluate(iterator)
         # Every worker reads: under MultiWorkerMirroredStrategy a read is a collective.

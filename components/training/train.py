@@ -18,6 +18,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.training import input_pipeline, runtime
+from components.training.best_validation import BestValidation
 from components.training.checkpoints import RunCheckpoints
 from components.training.engine import TrainingEngine
 from components.training.export import export_model
@@ -43,8 +44,9 @@ def train(
     strategy: tf.distribute.Strategy | None = None,
     base_model_dir: str | None = None,
 ) -> dict:
-    """Trains (resuming from checkpoint_dir when it holds a checkpoint), evaluates on the eval
-    split and exports; returns the metrics, with the performance report under 'performance'.
+    """Trains (resuming from checkpoint_dir when it holds a checkpoint), validating on the eval
+    split as it goes, and exports the last (or with restore_best the best) weights; returns the
+    metrics, with the performance report under 'performance'.
 
     Args:
       train_files, eval_files: gzip TFRecord shards of tf.Examples, or glob patterns.
@@ -76,12 +78,14 @@ def train(
         engine = TrainingEngine(
             model, optimizer, strategy, config.gradient_accumulation_steps, jit_compile
         )
+        best = BestValidation(model, config.early_stopping, keep_weights=config.restore_best)
     checkpoints = RunCheckpoints(
         checkpoint_dir or os.path.join(output_dir, "checkpoints"),
         model,
         optimizer,
         config.checkpoint_every_steps,
         strategy,
+        best,
     )
     start_step = checkpoints.restore()
     dataset_fn = training_dataset_fn(config, plan, normalization, len(label_names), start_step)
@@ -91,14 +95,12 @@ def train(
         print(f"input pipeline {plan.eval.describe()}", flush=True)
 
     log_dir = os.path.join(output_dir, "logs")
-    loop = TrainingLoop(config, plan, engine, checkpoints, schedule, log_dir, start_step)
+    loop = TrainingLoop(config, plan, engine, checkpoints, best, schedule, log_dir, start_step)
     writer = tf.summary.create_file_writer(log_dir) if chief else tf.summary.create_noop_writer()
     with writer.as_default():
-        loop.run(iterator)
+        loop.run(iterator, eval_data)
         checkpoints.finish(delete=False)
-        evaluation = engine.evaluate(eval_data)
-        tf.summary.scalar("eval/loss", evaluation["loss"], step=loop.step)
-        tf.summary.scalar("eval/accuracy", evaluation["accuracy"], step=loop.step)
+        evaluation = loop.final_evaluation(eval_data)
     writer.close()
 
     serving_model_dir = serving_model_dir or os.path.join(output_dir, "serving_model")
@@ -229,9 +231,11 @@ def run_metrics(
         "eval_accuracy": evaluation["accuracy"],
         "eval_loss": evaluation["loss"],
         "eval_examples": evaluation["examples"],
+        **loop.outcome(),
         "train_accuracy": last.get("accuracy"),
         "train_loss": last.get("loss"),
         "epochs": plan.epochs,
+        "epochs_trained": plan.epochs_at(int(engine.optimizer.iterations.numpy())),
         "phases": [phase.name for phase in plan.phases],
         "warm_started_from": base_model_dir,
         "steps_per_epoch": plan.steps_per_epoch,
@@ -240,7 +244,7 @@ def run_metrics(
         "replicas": plan.replicas,
         "global_batch_size": plan.step_batch,
         "chief": loop.chief,
-        # Wall time of the training loop, tracing included, evaluation excluded.
+        # Wall time of the training loop, tracing included, validations excluded.
         "train_seconds": loop.train_seconds,
         "train_function_traces": engine.traces,
         "performance": report.to_dict(),

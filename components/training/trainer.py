@@ -24,19 +24,26 @@ from components.metadata_keys import (
     LABEL_MAP_PROPERTY,
     PERFORMANCE_PROPERTY_PREFIX,
     TRAINER_CONFIG_KEY,
+    TRAINING_OUTCOME,
+    TRAINING_PROPERTY_PREFIX,
+    WARM_STARTED_FROM_PROPERTY,
 )
 from components.training import local_workers, runtime
 from components.training.checkpoints import stable_checkpoint_dir
 from components.training.report import read_report, write_report
 from components.training.train import train
-from components.training.trainer_config import AugmentConfig, TrainerConfig, with_hyperparameters
+from components.training.trainer_config import (
+    AugmentConfig,
+    EarlyStoppingConfig,
+    TrainerConfig,
+    with_hyperparameters,
+)
 from components.training.transform import normalization_from_transform
 from data_prep.contract.label_map import class_names
 
 METRICS_FILE = "training_metrics.json"
 TUNED_FILE = "tuned_hyperparameters.json"  # the Tuner's values this run trained with
 BASE_MODEL_KEY = "base_model"  # the Trainer's input, as TFX names it
-WARM_STARTED_FROM_PROPERTY = "warm_started_from_model_id"  # Model custom property: its base model
 # What run_fn reads of its FnArgs: what its local worker processes are given.
 WORKER_FN_ARGS = (
     "train_files",
@@ -60,6 +67,8 @@ def trainer_config_from_json(text: str) -> TrainerConfig:
         values["profile_steps"] = tuple(values["profile_steps"])
     if "augment" in values:
         values["augment"] = AugmentConfig(**values["augment"])
+    if "early_stopping" in values:
+        values["early_stopping"] = EarlyStoppingConfig(**values["early_stopping"])
     return TrainerConfig(**values)
 
 
@@ -125,8 +134,9 @@ def run_as_worker(arguments: str) -> None:
 
 
 class TrainerExecutor(GenericExecutor):
-    """GenericExecutor, plus: the performance report becomes custom properties of the output
-    Model artifact (the launcher publishes them to MLMD), and on a multi-worker cluster only the
+    """GenericExecutor, plus: the performance report and how the training went (its epochs,
+    which one was exported and why it stopped) become custom properties of the output Model
+    artifact (the launcher publishes them to MLMD), and on a multi-worker cluster only the
     chief's execution checks for and records the exported model."""
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
@@ -142,6 +152,11 @@ class TrainerExecutor(GenericExecutor):
         if report is None:
             raise RuntimeError(f"run_fn wrote no performance report under {model.uri}")
         record_report(model, report)
+        [model_run] = output_dict[standard_component_specs.MODEL_RUN_KEY]
+        with FileSystems.open(FileSystems.join(model_run.uri, METRICS_FILE)) as handle:
+            metrics = json.loads(handle.read())
+        outcome = {key: metrics[key] for key in TRAINING_OUTCOME if metrics.get(key) is not None}
+        record_report(model, outcome, TRAINING_PROPERTY_PREFIX)
         for base_model in input_dict.get(BASE_MODEL_KEY, []):
             model.set_int_custom_property(WARM_STARTED_FROM_PROPERTY, base_model.id)
 
@@ -167,10 +182,10 @@ def with_class_names(input_dict, exec_properties) -> dict:
     }
 
 
-def record_report(artifact, report: dict) -> None:
+def record_report(artifact, report: dict, prefix: str = PERFORMANCE_PROPERTY_PREFIX) -> None:
     """Numbers as float/int custom properties, everything else as strings, each name prefixed."""
     for key, value in sorted(report.items()):
-        name = PERFORMANCE_PROPERTY_PREFIX + key
+        name = prefix + key
         if isinstance(value, bool):
             artifact.set_int_custom_property(name, int(value))
         elif isinstance(value, int):

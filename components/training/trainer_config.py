@@ -79,6 +79,34 @@ class AugmentConfig:
 
 
 DEFAULT_AUGMENT = AugmentConfig()
+STOPPING_METRICS = ("accuracy", "loss")  # of the eval split, as each validation measures them
+
+
+@dataclasses.dataclass(frozen=True)
+class EarlyStoppingConfig:
+    """Stop training when the eval split's figure has not improved for `patience` validations
+    (epochs, unless validation_every_steps is set). It stops only in the schedule's last phase:
+    a fine-tuning run's frozen phase is a warm-up of the head, not the model to keep. Off by
+    default; docs/training.md says why.
+
+    Attributes:
+      patience: validations without improvement before training stops; 0: never stop early.
+      metric: 'accuracy' (higher is better) or 'loss' (lower is better).
+      min_delta: an improvement smaller than this does not count (in the metric's units).
+    """
+
+    patience: int = 0
+    metric: str = "accuracy"
+    min_delta: float = 0.0
+
+    def validate(self) -> EarlyStoppingConfig:
+        if self.patience < 0:
+            raise ConfigError("patience", f"{self.patience} is negative (0 turns it off)")
+        if self.metric not in STOPPING_METRICS:
+            raise ConfigError("metric", f"{self.metric!r} is not one of {list(STOPPING_METRICS)}")
+        if self.min_delta < 0.0:
+            raise ConfigError("min_delta", f"{self.min_delta} is negative")
+        return self
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +191,13 @@ class TrainerConfig:
         runs in the Trainer's own process.
       report_input_pipeline: print, at the start of training, what each input pipeline decided
         (shards read, batch per replica, parallelism, cache on or off and why).
+      validation_every_steps: the model is scored on the eval split (cached, in a fixed order)
+        at the end of every epoch, written to TensorBoard (eval/ tags), the training metrics
+        and the console's epoch line; a number N scores it every N optimizer steps instead
+        (for long epochs), and at the end. 0: every epoch.
+      early_stopping: stop when the eval split's figure stops improving (EarlyStoppingConfig).
+      restore_best: export the weights of the best validation (by early_stopping.metric), not
+        the last; a resumed run keeps them (they are in its checkpoints).
     """
 
     image_size: int = 64
@@ -197,12 +232,17 @@ class TrainerConfig:
     workers: int = 1
     report_input_pipeline: bool = True
     augment: AugmentConfig = DEFAULT_AUGMENT
+    validation_every_steps: int = 0
+    early_stopping: EarlyStoppingConfig = EarlyStoppingConfig()
+    restore_best: bool = False
 
     def validate(self) -> TrainerConfig:
-        try:
-            self.augment.validate()
-        except ConfigError as error:
-            raise ConfigError(f"augment.{error.field}", str(error).split(": ", 1)[1]) from error
+        for part in ("augment", "early_stopping"):
+            try:
+                getattr(self, part).validate()
+            except ConfigError as error:
+                problem = str(error).split(": ", 1)[1]
+                raise ConfigError(f"{part}.{error.field}", problem) from error
         if self.image_size < 32:
             raise ConfigError("image_size", f"{self.image_size} is below 32 pixels")
         batch_bytes = self.batch_size * self.image_size**2 * 3 * 4
@@ -283,6 +323,7 @@ class TrainerConfig:
         for name in (
             "min_phase_steps",
             "checkpoint_every_steps",
+            "validation_every_steps",
             "inter_op_threads",
             "intra_op_threads",
         ):
@@ -299,6 +340,8 @@ class TrainerConfig:
                 "profile_steps",
                 f"{self.profile_steps} is not (first, last) with 1 <= first <= last",
             )
+        if not isinstance(self.restore_best, bool):
+            raise ConfigError("restore_best", f"{self.restore_best!r} is not true or false")
         if not isinstance(self.report_input_pipeline, bool):
             raise ConfigError(
                 "report_input_pipeline", f"{self.report_input_pipeline!r} is not true or false"

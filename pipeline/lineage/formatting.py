@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from components import metadata_keys
 from pipeline.lineage import (
     STOPPED_BY_GATE,
     Dataset,
@@ -137,6 +138,8 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
         lines.append(f"not pushed, stopped by the {run.stopped_by}: {run.not_pushed_reason}")
     if run.baseline_skipped:
         lines.append(f"baseline comparison skipped: {run.baseline_skipped}")
+    if run.training_outcome:
+        lines.append(training_outcome_line(run.training_outcome))
     if run.training_performance:
         perf = run.training_performance
         lines.append(
@@ -146,6 +149,22 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
             f"{perf['replicas']} replica(s), {perf['retraces']} retrace(s)"
         )
     return "\n".join(lines + _model_report_lines(run))
+
+
+def training_outcome_line(outcome: dict) -> str:
+    """How many epochs trained and why it stopped, which epoch's weights were exported, and the
+    model a warm start began from."""
+    planned = outcome.get("epochs")
+    trained = outcome.get("epochs_trained", planned)
+    of = f" of {planned:g}" if planned is not None and trained != planned else ""
+    line = f"training: {trained:g}{of} epochs ({outcome.get('stop_reason', 'the schedule ended')})"
+    if "exported_epoch" in outcome:
+        which = "the best validation" if outcome.get("restored_best") else "the last"
+        line += f"; exported epoch {outcome['exported_epoch']:g} ({which})"
+    base = outcome.get(metadata_keys.WARM_STARTED_FROM_PROPERTY)
+    if base is not None:
+        line += f"; warm-started from model {base}"
+    return line
 
 
 def _model_report_lines(run: PipelineRun) -> list[str]:

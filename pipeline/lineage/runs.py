@@ -79,6 +79,9 @@ class PipelineRun:
     data_health: dict | None = None
     # The Trainer's performance report (images/s, step time, ...) from the Model's properties.
     training_performance: dict | None = None
+    # How the training went, from the Model's properties: metadata_keys.TRAINING_OUTCOME (its
+    # epochs, the exported one, why it stopped) and warm_started_from_model_id when it was.
+    training_outcome: dict | None = None
     # Why nothing was pushed, in one place: which stage stopped it (one of exit_codes.STOPPED_BY_*,
     # or the failed component's node id) and its own words (the gate's anomalies, drift or class
     # change; the TFMA thresholds that failed; the serving check's problems).
@@ -357,6 +360,7 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
             if name.startswith(metadata_keys.PERFORMANCE_PROPERTY_PREFIX)
         }
         reports["training_performance"] = performance or None
+        reports["training_outcome"] = _training_outcome(model)
     if "serving_check" in first:
         check = plain_properties(graph.artifact(first["serving_check"]))
         reports["serving_check"] = {**check, "blessed": bool(check.get("blessed"))}
@@ -375,6 +379,19 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
         health = graph.artifact(first["data_health"])
         reports["data_health"] = {**plain_properties(health), "uri": health.uri}
     return reports
+
+
+def _training_outcome(model: mlmd_pb2.Artifact) -> dict | None:
+    prefix = metadata_keys.TRAINING_PROPERTY_PREFIX
+    outcome = {
+        name.removeprefix(prefix): plain_value(value)
+        for name, value in model.custom_properties.items()
+        if name.startswith(prefix)
+    }
+    warm = model.custom_properties.get(metadata_keys.WARM_STARTED_FROM_PROPERTY)
+    if warm is not None:
+        outcome[metadata_keys.WARM_STARTED_FROM_PROPERTY] = warm.int_value
+    return outcome or None
 
 
 def find_run(runs: list[PipelineRun], spec: str) -> PipelineRun:

@@ -21,10 +21,11 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from components.evaluation import model_card
+from components.metadata_keys import WARM_STARTED_FROM_PROPERTY
 from components.training.export import IMAGES_SIGNATURE
 from components.training.runtime import choose_precision
 from components.training.serving_assets import ASSETS_EXTRA, WARMUP_FILE
-from components.training.trainer import TUNED_FILE, WARM_STARTED_FROM_PROPERTY
+from components.training.trainer import TUNED_FILE
 from components.training.trainer_config import TuningConfig, runlocal
 from components.training.transform import normalization_from_transform
 from components.training.tuner import BEST_PROPERTY_PREFIX

@@ -64,23 +64,26 @@ def test_ingest_progress_adds_up_the_workers_and_gives_rate_and_eta():
     assert lines[1:] == ["  ingest: 1800 of 1800 files inspected, 65 images/s, ETA 0 s"]
 
 
-def test_training_progress_shows_each_epoch_with_loss_accuracy_and_speed():
+def test_training_progress_shows_each_epoch_with_its_validation():
     shown, handler, out = _handler()
     _log(handler, "Component %s is running.", "Trainer")
     for step, epoch in ((2, 1), (4, 1), (6, 2), (8, 2)):
+        validation = " val_loss=0.71 val_accuracy=0.45" if step % 4 == 0 else ""
         _log(
             handler,
             "progress training done=%d total=8 seconds=%d epoch=%d epochs=2 "
-            "images_per_second=31.5 loss=0.693 accuracy=0.5",
+            "images_per_second=31.5 loss=0.693 accuracy=0.5%s",
             step,
             step,  # one step a second
             epoch,
+            validation,
         )
     shown = "31.5 images/s, loss 0.6930, accuracy 0.5000"
+    validated = f"{shown}, val_loss 0.7100, val_accuracy 0.4500"
     assert out.getvalue().splitlines()[1:] == [
-        f"  Trainer: epoch 1 of 2, step 2 of 8, {shown}, ETA 6 s",
-        f"  Trainer: epoch 2 of 2, step 6 of 8, {shown}, ETA 2 s",
-        f"  Trainer: epoch 2 of 2, step 8 of 8, {shown}, ETA 0 s",  # the last step
+        f"  Trainer: epoch 1 of 2, step 2 of 8, {shown}, ETA 6 s",  # the first line
+        f"  Trainer: epoch 1 of 2, step 4 of 8, {validated}, ETA 4 s",  # an epoch's end
+        f"  Trainer: epoch 2 of 2, step 8 of 8, {validated}, ETA 0 s",
     ]
 
 

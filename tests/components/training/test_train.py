@@ -22,7 +22,7 @@ from components.training import export, runtime, train
 from components.training.checkpoints import RunCheckpoints
 from components.training.model import backbone_of, build_model
 from components.training.preprocessing import Normalization
-from components.training.trainer_config import runlocal
+from components.training.trainer_config import EarlyStoppingConfig, runlocal
 from data_prep.runtime import progress
 from tests.components.training.conftest import EXAMPLES_PER_SHARD, LABEL_NAMES, SHARDS
 from tests.data_prep import image_files
@@ -30,12 +30,19 @@ from tests.data_prep import image_files
 NORMALIZATION = Normalization(mean=(127.0, 127.0, 127.0), std=(64.0, 64.0, 64.0))
 
 
-def _scalar_tags(log_dir) -> set[str]:
-    tags = set()
+def _scalars(log_dir) -> dict[str, dict[int, float]]:
+    """tag -> step -> value of the run's TensorBoard scalars."""
+    scalars = {}
     for path in tf.io.gfile.glob(str(log_dir / "events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(path):
-            tags.update(value.tag for value in event.summary.value)
-    return tags
+            for value in event.summary.value:
+                number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else 0
+                scalars.setdefault(value.tag, {})[event.step] = number
+    return scalars
+
+
+def _scalar_tags(log_dir) -> set[str]:
+    return set(_scalars(log_dir))
 
 
 @pytest.mark.slow
@@ -79,10 +86,21 @@ def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path, caps
         "perf/step_cpu_seconds",
         "eval/accuracy",
     } <= _scalar_tags(tmp_path / "logs")
+    # Validated at each epoch's end: on TensorBoard, in the history and the metrics.
+    steps = metrics["steps_per_epoch"]
+    eval_curve = _scalars(tmp_path / "logs")["eval/accuracy"]
+    assert sorted(eval_curve) == [steps, 2 * steps]
+    assert [record["epoch"] for record in metrics["validations"]] == [1, 2]
+    assert eval_curve[2 * steps] == pytest.approx(metrics["eval_accuracy"])
+    assert metrics["exported_epoch"] == 2 and not metrics["stopped_early"]
+    assert metrics["stop_reason"] == "the schedule ended" and metrics["epochs_trained"] == 2
+    assert metrics["validation_seconds"] > 0
     assert glob.glob(str(tmp_path / "logs" / "plugins" / "profile" / "*" / "*.xplane.pb"))
     assert not (tmp_path / "checkpoints").exists()  # removed once the model is exported
     printed = capsys.readouterr().out
-    assert "input pipeline train: 2 shard(s)" in printed and "input pipeline eval:" in printed
+    assert "input pipeline train: 2 shard(s)" in printed
+    # One evaluation graph for every validation.
+    assert metrics["performance"]["retraces"] == 0 and "input pipeline eval:" in printed
 
     loaded = tf.saved_model.load(metrics["serving_model_dir"])
     outputs = loaded.signatures[export.IMAGES_SIGNATURE](
@@ -392,3 +410,79 @@ def test_fine_tuning_with_soft_labels_on_two_replicas_in_mixed_float16(shard_pat
     assert math.isfinite(metrics["train_loss"]) and math.isfinite(metrics["eval_loss"])
     assert 0.0 <= metrics["eval_accuracy"] <= 1.0
     assert "soft labels (" in printed
+
+
+# No improvement can beat a min_delta of 1 in accuracy: the first validation stays the best.
+NEVER_BETTER = {"patience": 1, "metric": "accuracy", "min_delta": 1.0}
+
+
+@pytest.mark.slow
+def test_early_stopping_stops_and_restore_best_exports_the_best_epoch(shard_pattern, tmp_path):
+    config = dataclasses.replace(
+        runlocal(),
+        epochs=4,
+        early_stopping=EarlyStoppingConfig(**NEVER_BETTER),
+        restore_best=True,
+    )
+    metrics = train.train(
+        config, shard_pattern, shard_pattern, LABEL_NAMES, NORMALIZATION, str(tmp_path)
+    )
+    assert metrics["stopped_early"] and metrics["optimizer_steps"] == 2 * metrics["steps_per_epoch"]
+    assert metrics["stop_reason"] == (
+        "early stopping: eval accuracy did not improve by more than 1 in 1 validations after "
+        "epoch 1"
+    )
+    assert metrics["best_epoch"] == 1 and metrics["exported_epoch"] == 1
+    assert metrics["restored_best"]
+    first = metrics["validations"][0]
+    assert (metrics["eval_accuracy"], metrics["eval_loss"]) == pytest.approx(
+        (first["accuracy"], first["loss"])
+    )
+
+
+@pytest.mark.slow
+def test_the_best_epoch_survives_a_resume(shard_pattern, tmp_path, monkeypatch):
+    """The first run dies after its checkpoint at the end of epoch 2; the resumed run never sees
+    epoch 1 and still exports it, as the best, with its figures."""
+    config = dataclasses.replace(
+        runlocal(),
+        epochs=3,
+        checkpoint_every_steps=3,
+        early_stopping=EarlyStoppingConfig(**{**NEVER_BETTER, "patience": 0}),
+        restore_best=True,
+    )
+    checkpoints = tmp_path / "checkpoints"
+    save = RunCheckpoints.maybe_save
+
+    def save_then_die(self, step):
+        save(self, step)
+        if step == 6:
+            self.finish(delete=False)
+            raise _Killed
+
+    monkeypatch.setattr(RunCheckpoints, "maybe_save", save_then_die)
+    with pytest.raises(_Killed):
+        train.train(
+            config,
+            shard_pattern,
+            shard_pattern,
+            LABEL_NAMES,
+            NORMALIZATION,
+            str(tmp_path / "first"),
+            checkpoint_dir=str(checkpoints),
+        )
+    monkeypatch.setattr(RunCheckpoints, "maybe_save", save)
+    first_epoch = _scalars(tmp_path / "first" / "logs")["eval/accuracy"][3]
+    resumed = train.train(
+        config,
+        shard_pattern,
+        shard_pattern,
+        LABEL_NAMES,
+        NORMALIZATION,
+        str(tmp_path / "second"),
+        checkpoint_dir=str(checkpoints),
+    )
+    assert resumed["resumed_from_step"] == 6
+    assert [record["epoch"] for record in resumed["validations"]] == [3]
+    assert resumed["exported_epoch"] == 1 and resumed["restored_best"]
+    assert resumed["eval_accuracy"] == pytest.approx(first_epoch)

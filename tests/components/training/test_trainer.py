@@ -9,12 +9,15 @@ from tfx.types import standard_artifacts
 
 from components.metadata_keys import CLASS_NAMES_KEY, LABEL_MAP_PROPERTY
 from components.training import trainer as trainer_module
-from components.training.trainer_config import AugmentConfig, TrainerConfig
+from components.training.trainer_config import AugmentConfig, EarlyStoppingConfig, TrainerConfig
 
 
 def test_config_survives_json_with_a_profile_range_and_augmentation():
     config = TrainerConfig(
-        profile_steps=(3, 5), jit_compile=True, augment=AugmentConfig(flip=False, crop=1.0)
+        profile_steps=(3, 5),
+        jit_compile=True,
+        augment=AugmentConfig(flip=False, crop=1.0),
+        early_stopping=EarlyStoppingConfig(patience=3, metric="loss", min_delta=0.01),
     )
     text = trainer_module.trainer_config_to_json(config)
     assert trainer_module.trainer_config_from_json(text) == config

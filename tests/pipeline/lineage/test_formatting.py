@@ -102,3 +102,29 @@ def test_a_run_with_a_data_health_report_says_what_it_found_in_one_line():
         "data_health/9"
     ) in lines
     assert not any(line.startswith("data health") for line in format_run_summary(RUN).split("\n"))
+
+
+def test_the_summary_says_how_training_ended_and_what_was_exported():
+    stopped = {
+        "epochs": 30,
+        "epochs_trained": 12,
+        "exported_epoch": 7,
+        "restored_best": 1,
+        "stop_reason": "early stopping: eval accuracy did not improve by more than 0 in 5 "
+        "validations after epoch 7",
+        "warm_started_from_model_id": 4,
+    }
+    lines = format_run_summary(dataclasses.replace(RUN, training_outcome=stopped)).splitlines()
+    assert (
+        "training: 12 of 30 epochs (early stopping: eval accuracy did not improve by more than 0 "
+        "in 5 validations after epoch 7); exported epoch 7 (the best validation); warm-started "
+        "from model 4"
+    ) in lines
+    full = {
+        "epochs": 5,
+        "epochs_trained": 5,
+        "exported_epoch": 5,
+        "stop_reason": "the schedule ended",
+    }
+    lines = format_run_summary(dataclasses.replace(RUN, training_outcome=full)).splitlines()
+    assert "training: 5 epochs (the schedule ended); exported epoch 5 (the last)" in lines
