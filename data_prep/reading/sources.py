@@ -23,6 +23,9 @@ from data_prep.reading.files import FileTooLargeError, empty_input_message, read
 from data_prep.reading.image_validation import Reason
 
 SPLITS = ("train", "eval", "test")
+# What other tools call the eval split; a manifest may use either name.
+SPLIT_ALIASES = {"val": "eval", "validation": "eval"}
+MAX_REPORTED_PROBLEMS = 20  # a manifest's problems listed in its error; the rest are counted
 # A file with one of these names that is not an image is a broken image, not an unrelated file.
 # (Which images are used is decided by their bytes alone.)
 IMAGE_EXTENSIONS = frozenset(
@@ -200,24 +203,50 @@ def read_manifest(manifest_path: str, labelled: bool = True) -> list[SourceFile]
         else _parse_csv(text, manifest_path, labelled)
     )
     base = posixpath.dirname(manifest_path)
-    sources, seen = [], set()
+    sources, seen, problems = [], set(), []
     for line_number, row in rows:
         where = f"{manifest_path}:{line_number}"
-        path, label, split = row.get("path"), row.get("label"), row.get("split") or None
-        if not path:
-            raise SourceError(f"{where}: missing 'path'")
-        if not label and labelled:
-            raise SourceError(f"{where}: missing 'label' for {path!r}")
-        if split is not None and split not in SPLITS:
-            raise SourceError(f"{where}: split {split!r} is not one of {', '.join(SPLITS)}")
-        full = path if path.startswith("/") or "://" in path else FileSystems.join(base, path)
-        if full in seen:
-            raise SourceError(f"{where}: {path!r} is listed twice")
-        seen.add(full)
-        sources.append(SourceFile(path, full, str(label) if label else None, split))
+        try:
+            source = _manifest_source(row, base, labelled, seen)
+        except SourceError as error:
+            problems.append(f"{where}: {error}")
+            continue
+        seen.add(source.path)
+        sources.append(source)
+    if problems:
+        raise SourceError(_problems_message(manifest_path, problems))
     if not sources:
         raise SourceError(f"manifest {manifest_path!r} lists no files")
     return sorted(sources)
+
+
+def _manifest_source(row: dict, base: str, labelled: bool, seen: set[str]) -> SourceFile:
+    """One manifest row as a SourceFile; SourceError naming its problem."""
+    path, label, split = row.get("path"), row.get("label"), row.get("split") or None
+    if not path:
+        raise SourceError("missing 'path'")
+    if not label and labelled:
+        raise SourceError(f"missing 'label' for {path!r}")
+    split = SPLIT_ALIASES.get(split, split)
+    if split is not None and split not in SPLITS:
+        names = ", ".join([*SPLITS, *SPLIT_ALIASES])
+        raise SourceError(f"split {split!r} is not one of {names}")
+    full = path if path.startswith("/") or "://" in path else FileSystems.join(base, path)
+    if full in seen:
+        raise SourceError(f"{path!r} is listed twice")
+    return SourceFile(path, full, str(label) if label else None, split)
+
+
+def _problems_message(manifest_path: str, problems: list[str]) -> str:
+    """Every problem of a manifest, so one run finds them all: the first
+    MAX_REPORTED_PROBLEMS, one a line, then how many more."""
+    if len(problems) == 1:
+        return problems[0]
+    shown = problems[:MAX_REPORTED_PROBLEMS]
+    lines = [f"manifest {manifest_path!r} has {len(problems)} problems:", *shown]
+    if len(problems) > len(shown):
+        lines.append(f"... and {len(problems) - len(shown)} more")
+    return "\n  ".join(lines)
 
 
 def _read_manifest_bytes(manifest_path: str) -> bytes:

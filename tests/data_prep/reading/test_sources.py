@@ -62,6 +62,29 @@ def test_jsonl_manifest(tmp_path):
     ]
 
 
+def test_val_and_validation_name_the_eval_split(tmp_path):
+    (tmp_path / "m.csv").write_text("path,label,split\na.jpg,cat,val\nb.jpg,dog,validation\n")
+    assert [s.split for s in list_sources(str(tmp_path / "m.csv"))] == ["eval", "eval"]
+
+
+def test_every_problem_of_a_manifest_is_reported_at_once(tmp_path):
+    rows = ["a.jpg,cat", "a.jpg,dog", "b.jpg,cat,valid", ",cat"]
+    rows += [f"x{index}.jpg," for index in range(20)]  # 23 problems in all
+    (tmp_path / "m.csv").write_text("path,label,split\n" + "\n".join(rows) + "\n")
+    with pytest.raises(SourceError) as raised:
+        list_sources(str(tmp_path / "m.csv"))
+    lines = [line.strip() for line in str(raised.value).splitlines()]
+    manifest = str(tmp_path / "m.csv")
+    assert lines[0] == f"manifest {manifest!r} has 23 problems:"
+    assert lines[1:5] == [
+        f"{manifest}:3: 'a.jpg' is listed twice",
+        f"{manifest}:4: split 'valid' is not one of train, eval, test, val, validation",
+        f"{manifest}:5: missing 'path'",
+        f"{manifest}:6: missing 'label' for 'x0.jpg'",
+    ]
+    assert len(lines) == 1 + 20 + 1 and lines[-1] == "... and 3 more"
+
+
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
