@@ -18,6 +18,9 @@ APPLICATIONS = {
     "efficientnet_b0": "EfficientNetB0",
 }
 MODELS = ("small_cnn", *APPLICATIONS)
+# The smallest image_size each model takes: tf_keras.applications refuse inputs below 32 x 32;
+# small_cnn's stride-2 stem and two poolings divide the side by 8, leaving one pixel at 8.
+MIN_IMAGE_SIZE = {"small_cnn": 8, **{name: 32 for name in APPLICATIONS}}
 MIN_SHUFFLE_BATCHES = 10  # a shuffle buffer below 10 batches barely mixes consecutive records
 # "auto" picks by device (runtime.choose_precision); the others force a tf_keras policy.
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
@@ -115,6 +118,9 @@ class TrainerConfig:
 
     Attributes:
       image_size: images are resized to image_size x image_size pixels, in training and serving.
+        At least 8 for small_cnn (its stem and poolings divide the side by 8) and 32 for the
+        tf_keras.applications backbones (they refuse smaller inputs); small images (28 x 28
+        digits) train at their own size with small_cnn.
       model: 'small_cnn' (fast, sized for the default dataset on a CPU) or a tf_keras.applications
         backbone: 'resnet50', 'mobilenet_v3_small', 'efficientnet_b0'. Random initial weights
         unless weights_path is given.
@@ -243,8 +249,18 @@ class TrainerConfig:
             except ConfigError as error:
                 problem = str(error).split(": ", 1)[1]
                 raise ConfigError(f"{part}.{error.field}", problem) from error
-        if self.image_size < 32:
-            raise ConfigError("image_size", f"{self.image_size} is below 32 pixels")
+        smallest = MIN_IMAGE_SIZE.get(self.model, max(MIN_IMAGE_SIZE.values()))
+        if self.image_size < smallest:
+            reason = (
+                "its stride-2 stem and two poolings divide the side by 8"
+                if self.model == "small_cnn"
+                else "tf_keras.applications refuse inputs below 32 x 32"
+            )
+            raise ConfigError(
+                "image_size",
+                f"{self.image_size} is below {smallest} pixels, the smallest {self.model} "
+                f"takes ({reason})",
+            )
         batch_bytes = self.batch_size * self.image_size**2 * 3 * 4
         memory = machine_memory_bytes()
         if batch_bytes > MAX_BATCH_MEMORY_SHARE * memory:

@@ -9,7 +9,12 @@ import tf_keras
 
 from components.training.model import BackboneInput, backbone_of, build_model, float32_twin
 from components.training.preprocessing import Normalization, normalize
-from components.training.trainer_config import APPLICATIONS, TrainerConfig, runlocal
+from components.training.trainer_config import (
+    APPLICATIONS,
+    MIN_IMAGE_SIZE,
+    TrainerConfig,
+    runlocal,
+)
 
 CLASSES = 3
 NORMALIZATION = Normalization((100.0, 110.0, 120.0), (50.0, 55.0, 60.0))
@@ -28,8 +33,9 @@ def test_tf_keras_is_the_keras_in_use():
     assert isinstance(model, tf_keras.Model)
 
 
-def test_small_cnn_outputs_probabilities():
-    config = runlocal()
+@pytest.mark.parametrize("size", [MIN_IMAGE_SIZE["small_cnn"], 28, 32])
+def test_small_cnn_outputs_probabilities(size):
+    config = dataclasses.replace(runlocal(), image_size=size)
     probabilities = build_model(config, CLASSES)(_images(config), training=False)
 
     assert probabilities.shape == (2, CLASSES)

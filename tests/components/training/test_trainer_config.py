@@ -23,7 +23,8 @@ def test_defaults_and_runlocal_are_valid():
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
-        ({"image_size": 31}, "image_size"),
+        ({"image_size": 7}, "image_size"),
+        ({"image_size": 31, "model": "resnet50"}, "image_size"),
         ({"model": "vgg99"}, "model"),
         ({"weights_path": "/no/such/weights.h5"}, "weights_path"),
         ({"batch_size": 0}, "batch_size"),
@@ -138,3 +139,11 @@ def test_hyperparameters_override_only_tunable_fields():
     )
     assert (tuned.learning_rate, tuned.dropout) == (0.01, 0.4)
     assert tuned.epochs == TrainerConfig().epochs
+
+
+def test_small_cnn_takes_digit_sized_images_and_says_why_it_takes_no_smaller():
+    assert dataclasses.replace(TrainerConfig(), image_size=28).validate().image_size == 28
+    with pytest.raises(ConfigError, match="below 8 pixels, the smallest small_cnn takes"):
+        dataclasses.replace(TrainerConfig(), image_size=4).validate()
+    with pytest.raises(ConfigError, match="tf_keras.applications refuse inputs below 32"):
+        dataclasses.replace(TrainerConfig(), image_size=28, model="mobilenet_v3_small").validate()
