@@ -22,6 +22,11 @@ PREDICTIONS_OUTPUT_KEY = "predictions"
 PREDICTIONS_COUNTS = ("files", "scored", "low_confidence", "rejected", "ignored")
 MODEL_VERSION_PROPERTY = "model_version"
 MIN_CONFIDENCE_PROPERTY = "min_confidence"
+# Predictions custom properties of a labelled evaluation (files with labels were scored against
+# them): 1 when it was one, how many labelled files were scored, and their accuracy.
+LABELLED_PROPERTY = "labelled"
+LABELLED_FILES_PROPERTY = "labelled_files"
+LABELLED_ACCURACY_PROPERTY = "labelled_accuracy"
 
 # DataGate's output key; DataVerdict custom property: "" or the class change the policy allowed.
 DATA_VERDICT_OUTPUT_KEY = "verdict"

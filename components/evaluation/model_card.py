@@ -32,7 +32,7 @@ from tfx.utils import path_utils
 from components import metadata_keys
 from components.artifacts import DataHealth, EvaluationReport, IngestReport, ModelCard, TFLiteModel
 from components.evaluation import evaluation_report
-from components.evaluation.evaluation_report import shown
+from components.evaluation.class_metrics import shown
 from components.evaluation.evaluation_report_reader import small_eval_warning
 from components.evaluation.model_card_reader import (
     CARD_JSON,

@@ -164,11 +164,12 @@ class TrainingLoop:
     def validate(self, eval_data: tf.data.Dataset, phase: Phase) -> dict:
         """Scores the model on the eval split: its figures into TensorBoard (eval/ tags) and the
         validations; keeps them as the best when they are; decides early stopping."""
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         figures = self.engine.evaluate(eval_data)
-        seconds = time.perf_counter() - started
+        seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
         record = {"step": self.step, "epoch": self.plan.epochs_at(self.step), **figures}
-        self.validations.append({**record, "seconds": seconds})
+        # CPU seconds beside wall seconds: they hardly change when other work shares the cores.
+        self.validations.append({**record, "seconds": seconds, "cpu_seconds": cpu_seconds})
         tf.summary.scalar("eval/loss", figures["loss"], step=self.step)
         tf.summary.scalar("eval/accuracy", figures["accuracy"], step=self.step)
         self.best.offer(self.step, figures, self.engine.model)

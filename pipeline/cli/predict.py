@@ -100,8 +100,9 @@ def _run_predict(args, beam_args: list[str]) -> int:
     else:
         print(_table(rows))
     try:
+        labelled = _labelled(rows, model_dir)
         if args.output:
-            _record(args, target, model_dir, model_id, inputs, rows)
+            _record(args, target, model_dir, model_id, inputs, rows, labelled)
         if args.explain:
             written = _explain(rows, model_dir, args.explain)
             print(f"Grad-CAM overlays: {len(written)} in {args.explain}")
@@ -151,7 +152,19 @@ def _explain(rows, model_dir: str, folder: str) -> list[str]:
     return write_explanations(rows, model_dir, folder, ImageLimits())
 
 
-def _record(args, target, model_dir: str, model_id: int | None, inputs, rows) -> None:
+def _labelled(rows, model_dir: str):
+    """Scores the labelled rows against their labels and prints the figures; None (nothing
+    printed) when no scored file has a label."""
+    from components.training.serving_assets import read_label_names
+    from pipeline.serving.labelled import format_labelled, score_labelled
+
+    score = score_labelled(rows, read_label_names(model_dir))
+    if score is not None:
+        print("\n".join(format_labelled(score)))
+    return score
+
+
+def _record(args, target, model_dir: str, model_id: int | None, inputs, rows, labelled) -> None:
     from ml_metadata.metadata_store import metadata_store
 
     from pipeline.serving.predictions_record import record_predictions
@@ -164,7 +177,7 @@ def _record(args, target, model_dir: str, model_id: int | None, inputs, rows) ->
         )
         return
     store = metadata_store.MetadataStore(target.connection_config(read_only=False))
-    record_predictions(store, model_id, args.output, rows, inputs, args.min_confidence)
+    record_predictions(store, model_id, args.output, rows, inputs, args.min_confidence, labelled)
 
 
 def _table(rows) -> str:

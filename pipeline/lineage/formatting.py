@@ -183,9 +183,7 @@ def _model_report_lines(run: PipelineRun) -> list[str]:
         lines.append(f"serving check: {verdict}{timing}")
     evaluation = run.evaluation
     if evaluation is not None:
-        from components.evaluation.evaluation_report import (
-            shown,  # TensorFlow: only where a run is shown
-        )
+        from components.evaluation.class_metrics import shown
 
         lines.append(
             "eval per class (precision / recall / F1; - where undefined), "

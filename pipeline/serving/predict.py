@@ -2,10 +2,11 @@
 one file or a million, on the runners the ingest runs on.
 
 Inputs are files, folders (every file below them) and manifests (the ingest's CSV or JSON lines,
-labels optional). Each file goes through the ingest's own inspection
-(data_prep.reading.inspection), so whatever the ingest accepts is answered as the model saw it in
-training (WebP, TIFF, BMP,
-grayscale, CMYK, RGBA, EXIF-rotated photos), and a file the ingest would reject or ignore gets the
+labels optional). A file's class folder or manifest label is its label when at least one input
+label is a class of the model; each labelled row then says whether the model got it right.
+Each file goes through the ingest's own inspection (data_prep.reading.inspection), so whatever
+the ingest accepts is answered as the model saw it in training (WebP, TIFF, BMP, grayscale,
+CMYK, RGBA, EXIF-rotated photos), and a file the ingest would reject or ignore gets the
 ingest's status and reason instead of an answer. Accepted images are scored in batches by Beam's
 RunInference on the SavedModel's image signature; a batch the model fails on is reported per file,
 and the other files are still answered.
@@ -151,18 +152,21 @@ def _examine(bundle: tuple[SourceFile, ...], limits: ImageLimits):
     file as its row."""
     for source in bundle:
         outcome, accepted = inspection.examine_source(source, limits)
+        label = source.label or ""
         if outcome.status == inspection.ACCEPTED:
-            key = (source.path, outcome.sha256)
+            key = (source.path, outcome.sha256, label)
             yield beam.pvalue.TaggedOutput("images", (key, accepted.encoded))
             continue
         status = IGNORED if outcome.status == inspection.IGNORED else REJECTED
-        yield PredictionRow(source.path, status, reason=outcome.reason, detail=outcome.detail)
+        yield PredictionRow(
+            source.path, status, reason=outcome.reason, detail=outcome.detail, label=label
+        )
 
 
 def _scored_row(
     keyed, label_names: tuple[str, ...], settings: PredictSettings, version: str
 ) -> PredictionRow:
-    (path, sha256), result = keyed
+    (path, sha256, label), result = keyed
     row = np.asarray(result.inference)
     best = np.argsort(-row, kind="stable")[: settings.top_k]
     top_k = tuple((label_names[i], float(row[i])) for i in best)
@@ -173,6 +177,7 @@ def _scored_row(
         low_confidence=top_k[0][1] < settings.min_confidence,
         model_version=version,
         sha256=sha256,
+        label=label,
     )
 
 
@@ -180,8 +185,10 @@ def _failed_rows(failed_batch) -> list[PredictionRow]:
     batch, error = failed_batch
     detail = f"{type(error).__name__}: {error}".splitlines()[0][:500]
     return [
-        PredictionRow(path, REJECTED, reason=INFERENCE_FAILED, detail=detail, sha256=sha256)
-        for (path, sha256), _ in batch
+        PredictionRow(
+            path, REJECTED, reason=INFERENCE_FAILED, detail=detail, sha256=sha256, label=label
+        )
+        for (path, sha256, label), _ in batch
     ]
 
 
@@ -259,6 +266,9 @@ def predict(
     model_dir = resolve_model_dir(model_dir)
     label_names = tuple(read_label_names(model_dir))
     sources = list_inputs(inputs)
+    if not any(source.label in label_names for source in sources):
+        # Folders named for no class of the model (photos sorted by trip) are no labels.
+        sources = [dataclasses.replace(source, label=None) for source in sources]
     options = PipelineOptions(list(resolve_beam_args(tuple(beam_args), len(sources))))
     with tempfile.TemporaryDirectory(prefix="imgpipe-predict-") as scratch:
         written = output or os.path.join(scratch, "predictions.jsonl")

@@ -4,7 +4,8 @@ local disk is opened.
 
 A scored file's row holds its top classes with probabilities, most probable first, and whether
 the top one falls below the confidence threshold; a file that is not scored holds the ingest's
-status (rejected or ignored) and reason instead.
+status (rejected or ignored) and reason instead. A file with a label (its class folder, or the
+manifest's label column) holds it, and whether the top class is it (`correct`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ COLUMNS = (
     "reason",
     "detail",
     "sha256",
+    "label",
+    "correct",
 )
 # Beam's filesystems for URIs (gs://, s3://); plain files otherwise, read without Beam.
 _URI = "://"
@@ -46,6 +49,14 @@ class PredictionRow:
     reason: str = ""  # why a file was not scored: the ingest's reason
     detail: str = ""
     sha256: str = ""  # of the bytes scored
+    label: str = ""  # the file's class folder or manifest label, when it has one
+
+    @property
+    def correct(self) -> bool | None:
+        """Whether the top class is the file's label; None for a file unlabelled or unscored."""
+        if not self.label or self.status != SCORED:
+            return None
+        return self.top_class == self.label
 
     @property
     def top_class(self) -> str:
@@ -74,6 +85,8 @@ class PredictionRow:
             "reason": self.reason,
             "detail": self.detail,
             "sha256": self.sha256,
+            "label": self.label,
+            "correct": self.correct,
         }
 
     @classmethod
@@ -91,6 +104,7 @@ class PredictionRow:
             reason=row.get("reason") or "",
             detail=row.get("detail") or "",
             sha256=row.get("sha256") or "",
+            label=row.get("label") or "",
         )
 
 
@@ -112,6 +126,7 @@ def format_rows(rows: list[PredictionRow], path: str) -> str:
         cells["top_k"] = json.dumps(cells["top_k"])
         cells["low_confidence"] = "true" if row.low_confidence else "false"
         cells["probability"] = "" if row.probability is None else f"{row.probability:.6f}"
+        cells["correct"] = "" if row.correct is None else str(row.correct).lower()
         writer.writerow(cells)
     return text.getvalue()
 

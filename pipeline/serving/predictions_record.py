@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
@@ -15,6 +16,9 @@ from components import metadata_keys
 from pipeline.lineage.models import find_model, latest_pushed_model
 from pipeline.lineage.store import LineageError, MetadataGraph, same_file
 from pipeline.serving.predictions_file import IGNORED, REJECTED, SCORED, PredictionRow
+
+if TYPE_CHECKING:
+    from pipeline.serving.labelled import LabelledScore
 
 # Where the Trainer puts the SavedModel inside a Model artifact's folder.
 SERVING_MODEL_DIR = "Format-Serving"
@@ -48,8 +52,10 @@ def record_predictions(
     rows: list[PredictionRow],
     inputs: list[str],
     min_confidence: float,
+    labelled: LabelledScore | None = None,
 ) -> int:
-    """Records the predictions file as an artifact made from the model; returns its id."""
+    """Records the predictions file as an artifact made from the model; returns its id. With
+    `labelled`, it records that the files were scored against their labels, and the accuracy."""
     artifact_type = store.put_artifact_type(
         mlmd_pb2.ArtifactType(name=metadata_keys.PREDICTIONS_TYPE)
     )
@@ -73,6 +79,11 @@ def record_predictions(
         versions
     )
     artifact.custom_properties[metadata_keys.MIN_CONFIDENCE_PROPERTY].double_value = min_confidence
+    properties = artifact.custom_properties
+    properties[metadata_keys.LABELLED_PROPERTY].int_value = int(labelled is not None)
+    if labelled is not None:
+        properties[metadata_keys.LABELLED_FILES_PROPERTY].int_value = labelled.files
+        properties[metadata_keys.LABELLED_ACCURACY_PROPERTY].double_value = labelled.accuracy
     execution = mlmd_pb2.Execution(
         type_id=execution_type, last_known_state=mlmd_pb2.Execution.COMPLETE
     )

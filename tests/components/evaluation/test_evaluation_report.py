@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from components.evaluation import evaluation_report as report
+from components.evaluation.class_metrics import shown
 from tests.components.conftest import EVAL_EXAMPLES
 
 NAMES = ["cat", "dog", "emu"]
@@ -63,8 +64,8 @@ def test_an_undefined_metric_is_none_in_the_report_null_in_its_json_and_shown_as
     with open(tmp_path / report.REPORT_FILE) as handle:
         assert json.load(handle)["per_class"][3]["recall"] is None
     assert report.read_report(str(tmp_path))["per_class"][3] == yak
-    assert [report.shown(yak[key]) for key in ("precision", "recall", "f1")] == ["-"] * 3
-    assert report.shown(2 / 3) == "0.667"
+    assert [shown(yak[key]) for key in ("precision", "recall", "f1")] == ["-"] * 3
+    assert shown(2 / 3) == "0.667"
 
 
 def test_a_report_whose_files_are_gone_reads_as_none(tmp_path):

@@ -245,3 +245,45 @@ def test_explain_writes_an_overlay_of_each_scored_image(model_dir, album, tmp_pa
     assert f"Grad-CAM overlays: 3 in {folder}" in out
     assert [name.rsplit("-", 1)[0] for name in overlays] == ["beach", "boat", "top"]
     assert all(Image.open(folder / name).format == "PNG" for name in overlays)
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """Class folders named for the model's classes (one an unknown class), and a manifest with
+    labels of the same files."""
+    root = tmp_path_factory.mktemp("labelled")
+    for index, label in enumerate(["cat", "cat", "dog", "emu", "owl"]):
+        (root / "folders" / label).mkdir(parents=True, exist_ok=True)
+        (root / "folders" / label / f"{index}.jpg").write_bytes(image_files.jpeg(seed=70 + index))
+    lines = [
+        f"folders/{path.parent.name}/{path.name},{path.parent.name}"
+        for path in sorted((root / "folders").glob("*/*.jpg"))
+    ]
+    (root / "labels.csv").write_text("path,label\n" + "\n".join(lines) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("given", ["folders", "labels.csv"])
+def test_labelled_files_are_scored_against_their_labels(
+    model_dir, labelled, tmp_path, capsys, given
+):
+    output = tmp_path / "predictions.csv"
+    command = ["predict", "--model", model_dir, "--data", str(labelled / given)]
+
+    code = main([*command, "--output", str(output), "--build-dir", str(tmp_path / "none")])
+
+    out, _ = capsys.readouterr()
+    assert code == 0
+    raw = list(csv.DictReader(io.StringIO(output.read_text())))
+    assert [row["label"] for row in raw] == ["cat", "cat", "dog", "emu", "owl"]
+    assert all(row["correct"] == str(row["top_class"] == row["label"]).lower() for row in raw)
+    right = sum(row["correct"] == "true" for row in raw)
+    assert f"labelled: accuracy {right / 5:.4f} ({right} of 5 scored files with a label)" in out
+    assert "labels that are no class of the model (counted wrong): owl" in out
+    assert "per class (precision / recall; - where undefined):" in out
+    assert "most confused (true -> predicted): " in out
+
+
+def test_folders_named_for_no_class_are_no_labels(model_dir, album, capsys):
+    rows = predict([str(album / "photos")], model_dir, PredictSettings())
+    assert all(row.label == "" and row.correct is None for row in rows)
