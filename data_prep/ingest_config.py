@@ -19,7 +19,8 @@ class IngestConfig:
     Attributes:
       input: a folder of class folders, or a .csv/.jsonl manifest (local path or any Beam URI).
       eval_fraction: share of images hashed into the eval split (manifest splits take precedence).
-      test_fraction: share hashed into an optional test split; 0 means no test split.
+      test_fraction: share hashed into an optional test split; 0 means no test split. The
+        test split is scored beside the eval split and shown, never used for a decision.
       target_shard_bytes: shards are balanced so none is much above this size.
       min_shards: each split gets at least this many shards while they stay above 4 MiB, so
         writers and the trainer's parallel readers have files to share even in small datasets.

@@ -30,7 +30,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
-from tfx.types import standard_artifacts
+from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
 from components.artifacts import EvaluationReport
@@ -42,7 +42,11 @@ from components.evaluation.class_metrics import (
     per_class_metrics,
 )
 from components.evaluation.eval_split import read_batches, split_files
-from components.evaluation.evaluation_report_reader import REPORT_FILE, read_report  # noqa: F401
+from components.evaluation.evaluation_report_reader import (  # noqa: F401
+    REPORT_FILE,
+    TEST_ACCURACY_PROPERTY,
+    read_report,
+)
 from components.training.export import EXAMPLES_SIGNATURE
 from components.training.serving_assets import read_label_names
 
@@ -51,6 +55,7 @@ MISCLASSIFIED_CSV = "misclassified.csv"
 SCORES_FILE = "eval_scores.npz"
 GRADCAM_DIR = "gradcam"
 MAX_LISTED = 100
+TEST_SPLIT = "test"
 MISCLASSIFIED_FIELDS = (
     "source_path",
     "true",
@@ -213,6 +218,20 @@ def explain_mistakes(
         row["gradcam"] = name
 
 
+def test_split_report(saved_model_dir: str, examples: standard_artifacts.Examples) -> dict | None:
+    """The test split's accuracy, macro F1, per-class figures and most confused pairs, when the
+    Examples have a test split; None otherwise. Reported beside the eval split's, never used for
+    a decision: the Evaluator blesses on the eval split alone."""
+    if TEST_SPLIT not in artifact_utils.decode_split_names(examples.split_names):
+        return None
+    scores = score_split(saved_model_dir, split_files(examples, TEST_SPLIT))
+    built = build_report(
+        read_label_names(saved_model_dir), scores.labels, scores.probabilities, scores.source_paths
+    )
+    keys = ("accuracy", "macro_f1", "per_class", "most_confused", "misclassified_count")
+    return {**{key: built[key] for key in keys}, "examples": int(scores.labels.size)}
+
+
 @component
 def EvaluationReportGen(  # noqa: N802  TFX component names are classes
     model: InputArtifact[standard_artifacts.Model],
@@ -221,7 +240,8 @@ def EvaluationReportGen(  # noqa: N802  TFX component names are classes
     eval_split: Parameter[str] = "eval",
 ) -> None:
     """Scores `eval_split` with the exported model; writes the readable evaluation, the Grad-CAM
-    overlays of the listed mistakes and the per-example scores."""
+    overlays of the listed mistakes and the per-example scores. When the Examples have a test
+    split, it is scored too and reported under 'test' (and the `test_accuracy` property)."""
     saved_model_dir = path_utils.serving_model_path(model.uri)
     files = split_files(examples, eval_split)
     scores = score_split(saved_model_dir, files)
@@ -229,6 +249,10 @@ def EvaluationReportGen(  # noqa: N802  TFX component names are classes
         read_label_names(saved_model_dir), scores.labels, scores.probabilities, scores.source_paths
     )
     explain_mistakes(saved_model_dir, files, built["misclassified"][:MAX_LISTED], report.uri)
+    test = test_split_report(saved_model_dir, examples)
+    if test is not None:
+        built["test"] = test
+        report.set_float_custom_property(TEST_ACCURACY_PROPERTY, test["accuracy"])
     write_report(built, report.uri)
     write_scores(scores, report.uri)
     report.set_float_custom_property("accuracy", built["accuracy"])

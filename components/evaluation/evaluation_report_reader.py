@@ -10,6 +10,8 @@ import posixpath
 from data_prep.reading import file_access
 
 REPORT_FILE = "evaluation.json"
+# EvaluationReport custom property: the test split's accuracy, when the Examples have one.
+TEST_ACCURACY_PROPERTY = "test_accuracy"
 
 
 def read_report(report_uri: str) -> dict | None:
@@ -19,6 +21,13 @@ def read_report(report_uri: str) -> dict | None:
     if not file_access.exists(path):
         return None
     return json.loads(file_access.read_bytes(path))
+
+
+def accuracy_on_test_split(report: dict) -> float | None:
+    """The test split's accuracy in a readable evaluation (evaluation.json), or None without a
+    test split. Shown beside the eval split's; no decision uses it."""
+    test = report.get("test")
+    return None if test is None else test["accuracy"]
 
 
 # Fewer eval images than this (per class, or in all) make an accuracy too noisy to trust: with

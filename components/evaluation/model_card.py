@@ -210,6 +210,8 @@ def build_card(
             "most_confused": readable["most_confused"],
             "misclassified_count": readable["misclassified_count"],
             "eval_warning": small_eval_warning(readable),
+            # The held-out test split, when there is one: shown, never used for blessing.
+            "test": readable.get("test"),
         },
         "blessings": {
             "evaluator": bool(model_blessing.get_int_custom_property("blessed")),
@@ -299,6 +301,7 @@ def card_markdown(card: dict) -> str:
         compared = f" (baseline {baseline[name]:.4f})" if name in baseline else ""
         lines.append(f"- {name}: {value:.4f}{compared}")
     lines.append(f"- macro F1: {shown(metrics['macro_f1'], 4)}")
+    lines += held_out_lines(metrics.get("test"))
     if metrics.get("eval_warning"):
         lines.append(f"- **warning**: {metrics['eval_warning']}")
     for threshold in tfma_metrics["thresholds"]:
@@ -342,6 +345,17 @@ def card_markdown(card: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def held_out_lines(test: dict | None) -> list[str]:
+    """The held-out test split's figures, when there is one: reported, never decided on."""
+    if test is None:
+        return []
+    return [
+        f"- test accuracy: {test['accuracy']:.4f} on {test['examples']} held-out test images "
+        f"(macro F1 {shown(test['macro_f1'], 4)}); reported only, the blessing is decided on "
+        "the eval split"
+    ]
 
 
 def markdown_text(name: str) -> str:

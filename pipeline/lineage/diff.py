@@ -103,6 +103,7 @@ def run_facts(store: metadata_store.MetadataStore, run: PipelineRun) -> dict[str
     for setting in json.loads(overrides.string_value) if overrides else ():
         field, _, value = setting.partition("=")
         facts[f"config.set.{field.strip()}"] = value.strip()
+    facts["metrics.test_accuracy"] = run.test_accuracy
     for key, value in (run.training_outcome or {}).items():
         facts[f"outcome.training.{key}"] = value
     facts["outcome.blessed"] = run.blessed

@@ -81,6 +81,7 @@ def format_runs(runs: list[PipelineRun]) -> str:
         "TIME",
         "STATUS",
         "EVAL ACC",
+        "TEST ACC",
         "BLESSED",
         "PUSHED",
         "WHY NOT PUSHED",
@@ -93,6 +94,7 @@ def format_runs(runs: list[PipelineRun]) -> str:
             _seconds(run.seconds),
             run.status,
             _accuracy(run.eval_accuracy),
+            _accuracy(run.test_accuracy),
             _yes_no(run.blessed),
             _pushed(run),
             _why_not_pushed(run),
@@ -129,6 +131,8 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     if run.eval_accuracy is not None:
         floor = "" if min_accuracy is None else f" (threshold {min_accuracy})"
         lines.append(f"eval accuracy: {run.eval_accuracy:.4f}{floor}")
+    if run.test_accuracy is not None:
+        lines.append(f"test accuracy: {run.test_accuracy:.4f} (held out; no decision uses it)")
     if run.eval_warning:
         lines.append(f"caution: {run.eval_warning}")
     if run.blessed is not None:

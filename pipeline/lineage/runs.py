@@ -10,7 +10,11 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
-from components.evaluation.evaluation_report_reader import read_report, small_eval_warning
+from components.evaluation.evaluation_report_reader import (
+    accuracy_on_test_split,
+    read_report,
+    small_eval_warning,
+)
 from components.evaluation.model_card_reader import card_folder
 from components.ingest.ingest_report_reader import IngestReportRecord
 from data_prep.contract.label_map import names_by_id
@@ -53,6 +57,9 @@ class PipelineRun:
     status: str  # complete, failed, interrupted, running, stopped (by the data gate)
     components: tuple[ComponentRun, ...]
     eval_accuracy: float | None = None  # None when no evaluation belongs to the run
+    # The held-out test split's accuracy (the readable evaluation's), None without a test split;
+    # shown only: blessing is decided on the eval split.
+    test_accuracy: float | None = None
     blessed: bool | None = None
     pushed_to: str | None = None  # the pushed model's folder; None when nothing was pushed
     pushed_model_id: int | None = None
@@ -373,6 +380,7 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
             keys = ("accuracy", "macro_f1", "per_class", "most_confused", "misclassified_count")
             reports["evaluation"] = {**{key: report[key] for key in keys}, "uri": uri}
             reports["eval_warning"] = small_eval_warning(report)
+            reports["test_accuracy"] = accuracy_on_test_split(report)
     if "model_card" in first:
         reports["model_card"] = card_folder(graph.artifact(first["model_card"]))
     if "data_health" in first:

@@ -5,13 +5,16 @@ import csv
 import io
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
 from PIL import Image
+from tfx.types import standard_artifacts
 
 from components.evaluation import evaluation_report as report
 from components.evaluation.class_metrics import shown
+from components.evaluation.evaluation_report_reader import accuracy_on_test_split
 from tests.components.conftest import EVAL_EXAMPLES
 
 NAMES = ["cat", "dog", "emu"]
@@ -148,3 +151,31 @@ def test_component_scores_every_eval_example_and_names_the_mistakes(
     np.testing.assert_allclose(scores.probabilities.sum(axis=1), 1.0, rtol=1e-5)
     assert float(np.mean(scores.probabilities.argmax(1) == scores.labels)) == written["accuracy"]
     assert len(set(scores.source_paths)) == EVAL_EXAMPLES
+    assert "test" not in written  # no test split in these Examples
+
+
+@pytest.mark.slow
+def test_a_test_split_is_scored_beside_the_eval_split(model_artifact, examples_artifact, tmp_path):
+    """The same shards as eval and test: the same figures, reported under 'test' and as the
+    report's test_accuracy property."""
+    examples = standard_artifacts.Examples()
+    examples.uri = str(tmp_path / "examples")
+    examples.split_names = '["eval", "test"]'
+    for split in ("eval", "test"):
+        shutil.copytree(
+            os.path.join(examples_artifact.uri, "Split-eval"),
+            tmp_path / "examples" / f"Split-{split}",
+        )
+    output = report.EvaluationReport()
+    output.uri = str(tmp_path / "report")
+    os.makedirs(output.uri)
+    report.EvaluationReportGen.EXECUTOR_SPEC.executor_class().Do(
+        {"model": [model_artifact], "examples": [examples]}, {"report": [output]}, {}
+    )
+
+    written = report.read_report(output.uri)
+    test = written["test"]
+    assert test["examples"] == EVAL_EXAMPLES
+    assert test["accuracy"] == written["accuracy"] == accuracy_on_test_split(written)
+    assert test["per_class"] == written["per_class"]
+    assert output.get_float_custom_property(report.TEST_ACCURACY_PROPERTY) == test["accuracy"]

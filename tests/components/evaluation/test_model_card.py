@@ -66,3 +66,12 @@ def test_the_tflite_table_gives_each_models_gap_size_latency_and_file_or_refusal
         "| float32 | 0.9500 | +0.00 | 1.00 | 1.10 / 2.00 | `tflite/model_float32.tflite` |",
         "| int8 | 0.9200 | +3.00 | 0.25 | 0.30 / 0.50 | refused |",
     ]
+
+
+def test_the_card_shows_a_held_out_test_split_and_says_no_decision_uses_it():
+    test = {"accuracy": 0.875, "examples": 40, "macro_f1": 0.86}
+    assert model_card.held_out_lines(test) == [
+        "- test accuracy: 0.8750 on 40 held-out test images (macro F1 0.8600); reported only, "
+        "the blessing is decided on the eval split"
+    ]
+    assert model_card.held_out_lines(None) == []

@@ -128,3 +128,16 @@ def test_the_summary_says_how_training_ended_and_what_was_exported():
     }
     lines = format_run_summary(dataclasses.replace(RUN, training_outcome=full)).splitlines()
     assert "training: 5 epochs (the schedule ended); exported epoch 5 (the last)" in lines
+
+
+def test_a_held_out_test_split_is_shown_beside_eval_in_the_summary_and_the_runs_table():
+    from pipeline.lineage.formatting import format_runs
+
+    run = dataclasses.replace(RUN, test_accuracy=0.88)
+    lines = format_run_summary(run, min_accuracy=0.8).splitlines()
+    index = lines.index("eval accuracy: 0.9123 (threshold 0.8)")
+    assert lines[index + 1] == "test accuracy: 0.8800 (held out; no decision uses it)"
+    header, row = format_runs([run]).splitlines()[:2]
+    assert header.split()[5:9] == ["EVAL", "ACC", "TEST", "ACC"]
+    assert row.split()[7:9] == ["0.9123", "0.8800"]
+    assert "test accuracy" not in format_run_summary(RUN)
