@@ -106,19 +106,7 @@ def train(
     serving_model_dir = serving_model_dir or os.path.join(output_dir, "serving_model")
     export(model, serving_model_dir, config, label_names, normalization, chief)
     checkpoints.finish(delete=True)
-    report = PerformanceReport.from_times(
-        loop.times,
-        engine.traces,
-        plan.step_batch,
-        graphs=engine.graphs,
-        precision=precision,
-        xla=jit_compile,
-        replicas=plan.replicas,
-        workers=runtime.cluster_workers(),
-        devices=runtime.device_names(strategy),
-        gradient_accumulation_steps=config.gradient_accumulation_steps,
-        steps_per_execution=config.steps_per_execution,
-    )
+    report = performance_report(config, loop, precision, jit_compile, strategy)
     if chief:
         write_report(report.to_dict(), output_dir)
     metrics = run_metrics(plan, loop, evaluation, report, base_model_dir)
@@ -214,6 +202,30 @@ def export(
     export_model(model, export_dir, config.image_size, label_names, normalization)
     if not chief:
         shutil.rmtree(export_dir, ignore_errors=True)
+
+
+def performance_report(
+    config: TrainerConfig,
+    loop: TrainingLoop,
+    precision: str,
+    jit_compile: bool,
+    strategy: tf.distribute.Strategy,
+) -> PerformanceReport:
+    """How fast the loop trained, and under which settings."""
+    engine = loop.engine
+    return PerformanceReport.from_times(
+        loop.times,
+        engine.traces,
+        loop.plan.step_batch,
+        graphs=engine.graphs,
+        precision=precision,
+        xla=jit_compile,
+        replicas=loop.plan.replicas,
+        workers=runtime.cluster_workers(),
+        devices=runtime.device_names(strategy),
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        steps_per_execution=config.steps_per_execution,
+    )
 
 
 def run_metrics(

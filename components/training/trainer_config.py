@@ -275,6 +275,13 @@ class TrainerConfig:
             raise ConfigError("model", f"{self.model!r} is not one of {list(MODELS)}")
         if self.weights_path is not None and not _weights_exist(self.weights_path):
             raise ConfigError("weights_path", f"{self.weights_path!r} does not exist")
+        self._validate_schedule()
+        self._validate_regularization()
+        self._validate_runtime()
+        return self
+
+    def _validate_schedule(self) -> None:
+        """Epochs, learning rates and the fine-tuning and warm-start settings."""
         for name in (
             "batch_size",
             "epochs",
@@ -306,6 +313,18 @@ class TrainerConfig:
                 f"{self.warmup_epochs} is not below frozen_epochs ({self.frozen_epochs}): the "
                 "warmup belongs to the frozen phase",
             )
+        if self.unfreeze_layers < 0:
+            raise ConfigError("unfreeze_layers", f"{self.unfreeze_layers} is negative")
+        if self.backbone_preprocessing not in (None, True, False):
+            raise ConfigError(
+                "backbone_preprocessing",
+                f"{self.backbone_preprocessing!r} is not true, false or null",
+            )
+        if not isinstance(self.warm_start, bool):
+            raise ConfigError("warm_start", f"{self.warm_start!r} is not true or false")
+
+    def _validate_regularization(self) -> None:
+        """Dropout, label smoothing, MixUp and CutMix."""
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError("dropout", f"{self.dropout} is not in [0, 1)")
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -318,15 +337,9 @@ class TrainerConfig:
                 "cutmix_alpha",
                 f"{self.cutmix_alpha} with mixup_alpha {self.mixup_alpha}: turn one of them off",
             )
-        if self.unfreeze_layers < 0:
-            raise ConfigError("unfreeze_layers", f"{self.unfreeze_layers} is negative")
-        if self.backbone_preprocessing not in (None, True, False):
-            raise ConfigError(
-                "backbone_preprocessing",
-                f"{self.backbone_preprocessing!r} is not true, false or null",
-            )
-        if not isinstance(self.warm_start, bool):
-            raise ConfigError("warm_start", f"{self.warm_start!r} is not true or false")
+
+    def _validate_runtime(self) -> None:
+        """The input pipeline, seeds, checkpoints, precision, profiling and reporting."""
         if self.shuffle_buffer < MIN_SHUFFLE_BATCHES * self.batch_size:
             raise ConfigError(
                 "shuffle_buffer",
@@ -362,7 +375,6 @@ class TrainerConfig:
             raise ConfigError(
                 "report_input_pipeline", f"{self.report_input_pipeline!r} is not true or false"
             )
-        return self
 
     @property
     def fine_tunes(self) -> bool:
