@@ -186,9 +186,10 @@ class TrainingLoop:
         if stale < stopping.patience:
             return None
         best = self.plan.epochs_at(self.best.best_step)
+        validations = "validation" if stale == 1 else "validations"
         return (
             f"early stopping: eval {stopping.metric} did not improve by more than "
-            f"{stopping.min_delta:g} in {stale} validations after epoch {best:g}"
+            f"{stopping.min_delta:g} in {stale} {validations} after epoch {best:g}"
         )
 
     def checkpoint(self) -> None:

@@ -429,8 +429,7 @@ def test_early_stopping_stops_and_restore_best_exports_the_best_epoch(shard_patt
     )
     assert metrics["stopped_early"] and metrics["optimizer_steps"] == 2 * metrics["steps_per_epoch"]
     assert metrics["stop_reason"] == (
-        "early stopping: eval accuracy did not improve by more than 1 in 1 validations after "
-        "epoch 1"
+        "early stopping: eval accuracy did not improve by more than 1 in 1 validation after epoch 1"
     )
     assert metrics["best_epoch"] == 1 and metrics["exported_epoch"] == 1
     assert metrics["restored_best"]
