@@ -28,9 +28,14 @@ class IngestConfig:
         rejected for a defect (duplicates are reported but do not count).
       files_per_bundle: files handled per Beam element; large enough to amortize Beam's per-element
         cost, small enough to spread over every worker.
-      near_duplicate_max_distance: two images whose 64-bit perceptual hashes differ in at most
-        this many bits (and whose coarse colours agree) are near-duplicates: clustered, reported,
-        and kept on one side of the split; 0 asks for equal hashes.
+      near_duplicate_max_distance: images whose 64-bit perceptual hashes differ in at most this
+        many bits are compared as candidate near-duplicates (beside each image's most alike
+        thumbnails); 0 asks for equal hashes.
+      near_duplicate_max_difference: a candidate pair is a near-duplicate (the same picture:
+        clustered, reported, kept on one side of the split) when, aligned and standardized,
+        their thumbnails differ by at most this share of what a one-pixel shift changes;
+        copies (rescaled, cropped, re-encoded, brightened) measure below 0.5, distinct
+        handwritten digits above (docs/data-health.md). 0 asks for equal thumbnails.
       limits: per-image checks and encoding choices.
     """
 
@@ -42,6 +47,7 @@ class IngestConfig:
     max_reject_fraction: float = 0.1
     files_per_bundle: int = 64
     near_duplicate_max_distance: int = 10
+    near_duplicate_max_difference: float = 0.5
     limits: ImageLimits = ImageLimits()
 
     def validate(self) -> IngestConfig:
@@ -67,6 +73,11 @@ class IngestConfig:
             raise ConfigError(
                 "near_duplicate_max_distance",
                 f"{self.near_duplicate_max_distance} is not in 0..32 (bits of a 64-bit hash)",
+            )
+        if not 0.0 <= self.near_duplicate_max_difference <= 10.0:
+            raise ConfigError(
+                "near_duplicate_max_difference",
+                f"{self.near_duplicate_max_difference} is not between 0 and 10",
             )
         limits = self.limits
         if limits.max_file_bytes < 1:

@@ -3,22 +3,20 @@ clusters of a dataset, and the odd-image flags.
 
 Each image's signals come from the pixels validation already decoded, reduced once to a small
 thumbnail, so they cost a fraction of the decode: a 64-bit DCT perceptual hash (imagehash's
-phash of a 32x32 grayscale reduction), an 8x8 colour grid that tells apart pictures whose
-grayscale structure agrees but whose colours or layout do not, and cleanvision's checks
+phash of a 32x32 grayscale reduction), a 32x32 grayscale thumbnail, and cleanvision's checks
 (dark, light, blurry, low_information; odd_aspect_ratio from the size) with cleanvision's
 definitions and default thresholds, measured on the thumbnail. odd_size compares an image with
 the whole dataset, so it is decided when the dataset is planned (odd_size_flags).
 
-Two images are near-duplicates when their hashes differ in at most `max_distance` bits and their
-colour grids agree once each channel is standardized (so a brightness shift still matches), as
-they are or with one of them zoomed in on a window a crop of a few percent keeps; clusters are
-the connected groups of such pairs.
-"""
+Near-duplicates are "the same picture": candidates come from close hashes and from each image's
+most correlated thumbnails; a candidate pair is confirmed when, aligned (the better of them
+zoomed in on the window that matches the other: a crop or a rescale) and standardized (a
+brightness change), their thumbnails differ by less than a one-pixel shift would make them differ
+(aligned_difference). Clusters are stars around a representative, never chains."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
 import operator
@@ -29,17 +27,22 @@ from PIL import Image
 HASH_SIDE = 32  # phash's input: 32x32 grayscale
 HASH_LOW = 8  # the 8x8 lowest DCT frequencies make the 64 bits
 THUMB_SIDE = 64  # cleanvision measures blur at most 64 pixels wide; the other checks reuse it
-GRID_SIDE = 8
-# Two colour grids, each channel standardized (its mean out, divided by its spread plus
-# GRID_SPREAD_FLOOR so flat images stay flat), differ by at most this mean absolute value in a
-# near-duplicate pair, once the better of them is zoomed in as a crop would have (CROP_SCALES):
-# re-encoded and resized copies differ by about 0.01 to 0.05, brightened (clipped) and cropped
-# ones by up to 0.07, distinct scans of the same digit that share a hash mostly by 0.09 to 0.17.
-GRID_MAX_DIFFERENCE = 0.08
-GRID_SPREAD_FLOOR = 8.0
-# The share of each side a crop may keep: each grid is also compared zoomed in on the windows
-# of these sizes at the corners, the middles of the edges and the centre.
-CROP_SCALES = (0.95, 0.9)
+GRAY_SIDE = 32  # the stored thumbnail of the aligned comparison: 1 KiB an image
+VIEW_SIDE = 16  # windows of it are compared at this size
+# Below this spread (grey levels), a view is not amplified: a flat picture stays flat.
+GRAY_SPREAD_FLOOR = 2.0
+# The window search: every combination of these cuts (shares of a side) off the four sides,
+# then the best one refined a side at a time by these steps, never beyond MAX_CUT.
+ALIGN_GRID = (0.0, 0.06, 0.12)
+ALIGN_STEPS = (0.03, 0.015, 0.0075)
+MAX_CUT = 0.3
+# A one-pixel shift costs a very smooth thumbnail almost nothing; below this the difference is
+# measured in this unit instead, so noise is never divided by nearly zero.
+MIN_SHIFT_COST = 1e-3
+# Each image's candidates beside close hashes: its most correlated thumbnails, if at least this.
+NEIGHBOURS = 5
+MIN_CANDIDATE_CORRELATION = 0.8
+CANDIDATE_CUT = 0.06
 # cleanvision's ImagePropertyIssueManager defaults.
 DARK_MAX_P99 = 0.32  # dark: the 99th percentile of pixel brightness is below this
 LIGHT_MIN_P5 = 0.95  # light: the 5th percentile is above this (score 1 - p5 < 0.05)
@@ -55,10 +58,10 @@ FLAGS = ("dark", "light", "blurry", "low_information", "odd_aspect_ratio", "odd_
 
 @dataclasses.dataclass(frozen=True)
 class ImageSignals:
-    """What the plan needs of one image's pixels: some 200 bytes."""
+    """What the plan needs of one image's pixels: about 1 KiB."""
 
     phash: int  # 64 bits, row-major over the 8x8 low frequencies, first bit highest
-    grid: bytes  # 8x8 RGB, row-major
+    gray: bytes  # GRAY_SIDE x GRAY_SIDE grayscale, row-major
     flags: tuple[str, ...]  # FLAGS found in the image alone (odd_size needs the dataset)
 
 
@@ -177,8 +180,8 @@ def image_signals(rgb: Image.Image) -> ImageSignals:
     gray = thumb.convert("L")
     hashed = phash(_pixels(gray.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.BOX)))
     # Bilinear (antialiased) rather than box: the thumbnail's size varies with the image's, and
-    # box cells that straddle its pixels differently set a resized copy's grid apart.
-    grid = thumb.resize((GRID_SIDE, GRID_SIDE), Image.Resampling.BILINEAR).tobytes()
+    # box cells that straddle its pixels differently set a resized copy's thumbnail apart.
+    small = gray.resize((GRAY_SIDE, GRAY_SIDE), Image.Resampling.BILINEAR).tobytes()
     dark, light = _dark_and_light(_pixels(thumb))
     found = {
         "dark": dark,
@@ -187,7 +190,7 @@ def image_signals(rgb: Image.Image) -> ImageSignals:
         "low_information": thumb.entropy() < LOW_INFORMATION_MAX_ENTROPY,
         "odd_aspect_ratio": aspect_ratio_odd(rgb.width, rgb.height),
     }
-    return ImageSignals(hashed, grid, tuple(flag for flag in FLAGS if found.get(flag)))
+    return ImageSignals(hashed, small, tuple(flag for flag in FLAGS if found.get(flag)))
 
 
 def odd_size_flags(sizes: list[tuple[int, int]]) -> list[bool]:
@@ -229,117 +232,192 @@ def _popcount(values: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _standardized(grids: np.ndarray) -> np.ndarray:
-    """[..., side, side] grids as [..., side * side], each standardized: a brightness or
-    contrast change of the whole picture leaves its channels alike."""
-    flat = grids.reshape(*grids.shape[:-2], -1)
-    mean = flat.mean(axis=-1)
-    variance = np.einsum("...k,...k->...", flat, flat) / flat.shape[-1] - mean * mean
-    scale = 1 / (np.sqrt(np.maximum(variance, 0)) + GRID_SPREAD_FLOOR)
-    return (flat - mean[..., None]) * scale[..., None]
+def _window_matrices(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """[n, VIEW_SIDE, GRAY_SIDE] linear interpolation that stretches the window from `low` to
+    `high` (shares of a side, one pair per row) over VIEW_SIDE cells."""
+    cells = np.arange(VIEW_SIDE)
+    span = (high - low)[:, None]
+    position = (low[:, None] + span * (cells + 0.5) / VIEW_SIDE) * GRAY_SIDE - 0.5
+    position = np.clip(position, 0, GRAY_SIDE - 1)
+    below = np.floor(position).astype(np.int64)
+    weight = (position - below).astype(np.float32)
+    rows = np.arange(len(low))[:, None]
+    matrices = np.zeros((len(low), VIEW_SIDE, GRAY_SIDE), dtype=np.float32)
+    np.add.at(matrices, (rows, cells[None], below), 1 - weight)
+    np.add.at(matrices, (rows, cells[None], np.minimum(below + 1, GRAY_SIDE - 1)), weight)
+    return matrices
 
 
-def _window_matrix(scale: float, offset: float) -> np.ndarray:
-    """[GRID_SIDE, GRID_SIDE] linear interpolation that stretches the window of a side starting
-    at `offset` and `scale` long (both shares of the side) over the whole side."""
-    cells = np.arange(GRID_SIDE)
-    position = np.clip(offset * GRID_SIDE + scale * (cells + 0.5) - 0.5, 0, GRID_SIDE - 1)
-    low = np.floor(position).astype(np.int64)
-    weight = (position - low).astype(np.float32)
-    matrix = np.zeros((GRID_SIDE, GRID_SIDE), dtype=np.float32)
-    np.add.at(matrix, (cells, low), 1 - weight)
-    np.add.at(matrix, (cells, np.minimum(low + 1, GRID_SIDE - 1)), weight)
-    return matrix
+def _views(grays: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """[n, VIEW_SIDE**2] unit vectors of [n, GRAY_SIDE, GRAY_SIDE] thumbnails, each zoomed in on
+    the window its row of `cuts` leaves (shares cut off the left, top, right and bottom), then
+    standardized: a brightness or contrast change leaves the vector as it was, and a flat image
+    (spread below GRAY_SPREAD_FLOOR grey levels) stays short rather than amplified noise."""
+    rows = _window_matrices(cuts[:, 1], 1 - cuts[:, 3])
+    columns = _window_matrices(cuts[:, 0], 1 - cuts[:, 2])
+    flat = (rows @ grays @ columns.transpose(0, 2, 1)).reshape(len(grays), -1)
+    flat -= flat.mean(axis=1, keepdims=True)
+    spread = np.sqrt(np.einsum("nk,nk->n", flat, flat) / flat.shape[1])
+    return flat / (np.maximum(spread, GRAY_SPREAD_FLOOR) * math.sqrt(flat.shape[1]))[:, None]
 
 
-@functools.cache
-def _crop_windows() -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-    """(rows, columns) interpolation matrices of every window CROP_SCALES names."""
-    windows = []
-    for scale in CROP_SCALES:
-        offsets = (0.0, (1 - scale) / 2, 1 - scale)
-        for top, left in itertools.product(offsets, offsets):
-            windows.append((_window_matrix(scale, top), _window_matrix(scale, left)))
-    return tuple(windows)
+def _plain_views(grays: np.ndarray) -> np.ndarray:
+    return _views(grays, np.zeros((len(grays), 4), dtype=np.float32))
 
 
-def _grids_alike(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """Whether each pair of [pairs, 3, side, side] colour grids, each channel standardized,
-    differs by at most GRID_MAX_DIFFERENCE on average, as they are or with either one zoomed in
-    on a crop window (a crop of the other shows what the window does). A pair found alike is
-    not compared again."""
-    plain = _standardized(first), _standardized(second)
-    alike = np.abs(plain[0] - plain[1]).mean(axis=(1, 2)) <= GRID_MAX_DIFFERENCE
-    left = np.nonzero(~alike)[0]
-    for rows, columns in _crop_windows():
-        if not left.size:
-            break
-        for zoomed, other in ((first[left], plain[1][left]), (second[left], plain[0][left])):
-            difference = _standardized(rows @ zoomed @ columns.T)
-            difference -= other
-            found = np.abs(difference, out=difference).mean(axis=(1, 2)) <= GRID_MAX_DIFFERENCE
-            alike[left[found]] = True
-        left = left[~alike[left]]
-    return alike
+def _best_alignment(zoomed: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Per pair, the highest correlation of `others` (plain views) with a window of `zoomed`
+    (thumbnails): every window of the ALIGN_GRID cuts, then the best refined one cut at a time
+    by ALIGN_STEPS, so a crop of any few pixels is matched to a fraction of a pixel."""
+    count = len(zoomed)
+    best = np.full(count, -np.inf, dtype=np.float32)
+    best_cuts = np.zeros((count, 4), dtype=np.float32)
+
+    def consider(cuts: np.ndarray) -> None:
+        score = np.einsum("nk,nk->n", _views(zoomed, cuts), others)
+        better = score > best
+        best[better] = score[better]
+        best_cuts[better] = cuts[better]
+
+    for cut in itertools.product(ALIGN_GRID, repeat=4):
+        consider(np.tile(np.array(cut, dtype=np.float32), (count, 1)))
+    for step in ALIGN_STEPS:
+        for side, sign in itertools.product(range(4), (-1, 1)):
+            cuts = best_cuts.copy()
+            cuts[:, side] = np.clip(cuts[:, side] + sign * step, 0.0, MAX_CUT)
+            consider(cuts)
+    return best
 
 
-# Hash distances computed at once: each of the search's temporaries holds this many uint64s
-# (16 MiB), so its memory stays the same whatever the number of images.
-HASH_BLOCK_PAIRS = 2**21
+def shift_correlation(grays: np.ndarray) -> np.ndarray:
+    """Each thumbnail's correlation with itself moved by one of its pixels (the mean of the
+    four directions): how much a misalignment of that size costs this picture. A smooth
+    picture barely changes, a fine texture a lot."""
+    plain = _plain_views(grays)
+    shifted = []
+    for side in range(4):
+        cuts = np.zeros((len(grays), 4), dtype=np.float32)
+        cuts[:, side] = 1 / GRAY_SIDE
+        shifted.append(np.einsum("nk,nk->n", _views(grays, cuts), plain))
+    return np.mean(shifted, axis=0)
 
 
-def near_duplicate_pairs(
-    hashes: list[int],
-    grids: list[bytes],
-    max_distance: int,
-    block: int = 256,
-    hash_block_pairs: int = HASH_BLOCK_PAIRS,
-) -> list[tuple[int, int]]:
-    """Every pair (i < j) of near-duplicates: hashes within max_distance bits, then grids alike
-    (_grids_alike). All hash distances in blocks of rows (hash_block_pairs distances a block),
-    vectorized (a few seconds at 20,000 images), the grids compared in blocks of `block` pairs
-    only for the pairs the hashes leave (some 0.1 ms each): exact."""
+def aligned_difference(
+    first: np.ndarray, second: np.ndarray, shift: tuple[np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """Per pair of [n, GRAY_SIDE, GRAY_SIDE] thumbnails: one less their correlation once the
+    better of them is zoomed in on the window that matches the other best (a crop or a rescale),
+    in units of what a one-pixel shift costs the smoother of the two (shift: their
+    shift_correlation). A copy differs by interpolation and compression, well below one pixel's
+    shift; two different handwritten 1s, smooth as they are, by more."""
+    aligned = np.maximum(
+        _best_alignment(first, _plain_views(second)), _best_alignment(second, _plain_views(first))
+    )
+    unit = np.maximum(1 - np.minimum(*shift), MIN_SHIFT_COST)
+    return (1 - np.minimum(aligned, 1.0)) / unit
+
+
+def _hash_candidates(hashes: list[int], max_distance: int, block_pairs: int) -> np.ndarray:
+    """[pairs, 2] (i < j) whose hashes differ in at most max_distance bits, all distances
+    computed in blocks of rows (block_pairs a block), vectorized."""
     count = len(hashes)
-    if count < 2:
-        return []
     values = np.array(hashes, dtype=np.uint64)
-    blocks = []
-    rows_per_block = max(1, hash_block_pairs // count)
+    blocks = [np.zeros((0, 2), dtype=np.int64)]
+    rows_per_block = max(1, block_pairs // count)
     for start in range(0, count - 1, rows_per_block):
         rows = values[start : start + rows_per_block]
         distances = _popcount(rows[:, None] ^ values[None, start + 1 :])
         i, j = np.nonzero(distances <= max_distance)
         first, second = start + i, start + 1 + j
         blocks.append(np.stack([first, second], axis=1)[first < second])
-    candidates = np.concatenate(blocks)
-    colours = np.frombuffer(b"".join(grids), dtype=np.uint8).reshape(count, GRID_SIDE, GRID_SIDE, 3)
+    return np.concatenate(blocks)
+
+
+def _neighbour_candidates(thumbs: np.ndarray, block_pairs: int) -> np.ndarray:
+    """[pairs, 2] (i < j): each image with its NEIGHBOURS most correlated others, those at least
+    MIN_CANDIDATE_CORRELATION, as they are or with either one's centre zoomed in by
+    CANDIDATE_CUT a side: a copy cropped past what the hash tolerates still correlates with its
+    original more than with most other images."""
+    count = len(thumbs)
+    keep = min(NEIGHBOURS, count - 1)
+    plain = _plain_views(thumbs)
+    centre = _views(thumbs, np.full((count, 4), CANDIDATE_CUT, dtype=np.float32))
+    blocks = [np.zeros((0, 2), dtype=np.int64)]
+    rows_per_block = max(1, block_pairs // count)
+    for start in range(0, count, rows_per_block):
+        rows = slice(start, start + rows_per_block)
+        scores = np.maximum(plain[rows] @ plain.T, centre[rows] @ plain.T)
+        np.maximum(scores, plain[rows] @ centre.T, out=scores)
+        own = np.arange(len(scores))
+        scores[own, start + own] = -np.inf
+        nearest = np.argpartition(-scores, keep - 1, axis=1)[:, :keep]
+        close = (np.take_along_axis(scores, nearest, axis=1) >= MIN_CANDIDATE_CORRELATION).ravel()
+        first = np.repeat(start + own, keep)[close]
+        second = nearest.ravel()[close]
+        blocks.append(np.stack([np.minimum(first, second), np.maximum(first, second)], axis=1))
+    return np.concatenate(blocks)
+
+
+# Distances or correlations computed at once: each of the search's temporaries holds this many
+# numbers (16 MiB), so its memory stays the same whatever the number of images.
+BLOCK_PAIRS = 2**21
+
+
+def near_duplicate_pairs(
+    hashes: list[int],
+    grays: list[bytes],
+    max_distance: int,
+    max_difference: float,
+    block: int = 256,
+    block_pairs: int = BLOCK_PAIRS,
+) -> list[tuple[int, int]]:
+    """Every pair (i < j) of near-duplicates: candidates by hash (within max_distance bits) or
+    as close neighbours by thumbnail, each confirmed when its aligned_difference is at most
+    max_difference (compared in blocks of `block` pairs, some 2 ms a pair)."""
+    count = len(hashes)
+    if count < 2:
+        return []
+    thumbs = np.frombuffer(b"".join(grays), dtype=np.uint8).reshape(count, GRAY_SIDE, GRAY_SIDE)
+    thumbs = thumbs.astype(np.float32)
+    candidates = np.unique(
+        np.concatenate(
+            [
+                _hash_candidates(hashes, max_distance, block_pairs),
+                _neighbour_candidates(thumbs, block_pairs),
+            ]
+        ),
+        axis=0,
+    )
+    shift = shift_correlation(thumbs)
     pairs = []
     for start in range(0, len(candidates), block):
-        index = candidates[start : start + block]
-        first, second = (  # contiguous, so that matmul's stacks go to BLAS
-            np.ascontiguousarray(colours[index[:, k]].transpose(0, 3, 1, 2), dtype=np.float32)
-            for k in (0, 1)
+        first, second = candidates[start : start + block].T
+        difference = aligned_difference(
+            thumbs[first], thumbs[second], (shift[first], shift[second])
         )
-        pairs += [(int(a), int(b)) for a, b in index[_grids_alike(first, second)]]
+        close = difference <= max_difference
+        pairs += [(int(a), int(b)) for a, b in zip(first[close], second[close], strict=True)]
     return pairs
 
 
 def clusters(count: int, pairs: list[tuple[int, int]]) -> list[list[int]]:
-    """Connected groups (union-find) of at least two members, each sorted, ordered by their
-    first member."""
-    parent = list(range(count))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    """Star clusters of at least two members, each sorted, ordered by their first member: the
+    image with the most near-duplicates left (the lowest index among equals) is a
+    representative, and its near-duplicates not yet in a cluster join it. Every member is a
+    near-duplicate of its representative itself; nothing joins through a chain of merely
+    similar images."""
+    neighbours: list[set[int]] = [set() for _ in range(count)]
     for i, j in pairs:
-        a, b = root(i), root(j)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[int]] = {}
-    for i in range(count):
-        groups.setdefault(root(i), []).append(i)
-    return sorted((members for members in groups.values() if len(members) > 1), key=min)
+        neighbours[i].add(j)
+        neighbours[j].add(i)
+    placed = [False] * count
+    groups = []
+    for representative in sorted(range(count), key=lambda i: (-len(neighbours[i]), i)):
+        if placed[representative]:
+            continue
+        members = [i for i in neighbours[representative] if not placed[i]]
+        if members:
+            for i in (representative, *members):
+                placed[i] = True
+            groups.append(sorted((representative, *members)))
+    return sorted(groups, key=min)

@@ -90,9 +90,10 @@ def build_plan(
     one, classes are numbered in name order."""
     outcomes = sorted(outcomes, key=lambda outcome: outcome.source.relative_path)
     kept, deduped = _dedupe([o for o in outcomes if o.status == ACCEPTED])
-    groups = _near_duplicate_groups(kept, config.near_duplicate_max_distance)
     compared = len(kept)
-    kept, conflicting = _reject_near_duplicate_conflicts(kept, groups)
+    hashed, pairs = _near_duplicate_pairs(kept, config)
+    kept, conflicting = _reject_near_duplicate_conflicts(kept, hashed, pairs)
+    groups = _clusters(kept, hashed, pairs)
     final = [o for o in outcomes if o.status != ACCEPTED] + deduped + conflicting + kept
     label_map = merge_label_map(reference_label_map or {}, {o.source.label for o in kept})
 
@@ -159,36 +160,57 @@ def _dedupe(accepted: list[FileOutcome]) -> tuple[list[FileOutcome], list[FileOu
     return kept, rejected
 
 
-def _near_duplicate_groups(kept: list[FileOutcome], max_distance: int) -> list[list[FileOutcome]]:
-    """The near-duplicate clusters (data_prep/quality/health.py) among images with signals."""
+def _near_duplicate_pairs(
+    kept: list[FileOutcome], config: IngestConfig
+) -> tuple[list[FileOutcome], list[tuple[int, int]]]:
+    """The images with signals, and the near-duplicate pairs among them (indexes into that
+    list; data_prep/quality/health.py)."""
     hashed = [o for o in kept if o.signals is not None]
     pairs = health.near_duplicate_pairs(
-        [o.signals.phash for o in hashed], [o.signals.grid for o in hashed], max_distance
+        [o.signals.phash for o in hashed],
+        [o.signals.gray for o in hashed],
+        config.near_duplicate_max_distance,
+        config.near_duplicate_max_difference,
     )
-    return [[hashed[i] for i in members] for members in health.clusters(len(hashed), pairs)]
+    return hashed, pairs
 
 
 def _reject_near_duplicate_conflicts(
-    kept: list[FileOutcome], groups: list[list[FileOutcome]]
+    kept: list[FileOutcome], hashed: list[FileOutcome], pairs: list[tuple[int, int]]
 ) -> tuple[list[FileOutcome], list[FileOutcome]]:
-    """Rejects every member of a cluster whose members carry different labels, as identical
-    bytes under several labels are: the same picture cannot teach two classes."""
-    rejected = []
-    for group in groups:
-        labels = sorted({o.source.label for o in group})
-        if len(labels) > 1:
-            paths = ", ".join(o.source.relative_path for o in group)
-            rejected += [
-                dataclasses.replace(
-                    o,
-                    status=REJECTED,
-                    reason=Reason.CONFLICTING_LABEL,
-                    detail=f"near-duplicates labelled {labels}: {paths}",
-                )
-                for o in group
-            ]
+    """Rejects each image that is itself a near-duplicate of one under another label, naming
+    that file, as identical bytes under several labels are: the same picture cannot teach two
+    classes. An image merely alike to one of them is kept."""
+    others = collections.defaultdict(list)
+    for i, j in pairs:
+        if hashed[i].source.label != hashed[j].source.label:
+            others[i].append(hashed[j])
+            others[j].append(hashed[i])
+    rejected = [
+        dataclasses.replace(
+            hashed[i],
+            status=REJECTED,
+            reason=Reason.CONFLICTING_LABEL,
+            detail="near-duplicate of "
+            + ", ".join(f"{o.source.relative_path} (labelled {o.source.label})" for o in copies),
+        )
+        for i, copies in sorted(others.items())
+    ]
     gone = {o.source.relative_path for o in rejected}
     return [o for o in kept if o.source.relative_path not in gone], rejected
+
+
+def _clusters(
+    kept: list[FileOutcome], hashed: list[FileOutcome], pairs: list[tuple[int, int]]
+) -> list[list[FileOutcome]]:
+    """The near-duplicate clusters among the images kept (health.clusters: stars, no chains)."""
+    present = {o.source.relative_path for o in kept}
+    alive = [i for i, o in enumerate(hashed) if o.source.relative_path in present]
+    position = {i: k for k, i in enumerate(alive)}
+    kept_pairs = [(position[i], position[j]) for i, j in pairs if i in position and j in position]
+    return [
+        [hashed[alive[k]] for k in members] for members in health.clusters(len(alive), kept_pairs)
+    ]
 
 
 def _odd_images(kept: list[FileOutcome]) -> dict:

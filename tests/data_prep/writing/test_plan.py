@@ -155,12 +155,17 @@ def test_a_reference_label_map_keeps_known_ids():
     assert ids == {"c2": 0, "c0": 1, "c1": 3}
 
 
-def hashed(path, label, sha, phash, size=(500, 375), flags=()):
+def picture(seed: int) -> bytes:
+    """A thumbnail of noise: the same seed is the same picture, others are far from it."""
+    return random.Random(seed).randbytes(health.GRAY_SIDE**2)
+
+
+def hashed(path, label, sha, phash, size=(500, 375), flags=(), seed=None):
     return dataclasses.replace(
         accepted(path, label, sha),
         width=size[0],
         height=size[1],
-        signals=health.ImageSignals(phash, bytes(3 * health.GRID_SIDE**2), flags),
+        signals=health.ImageSignals(phash, picture(phash if seed is None else seed), flags),
     )
 
 
@@ -172,7 +177,7 @@ def test_near_duplicate_clusters_never_straddle_the_split():
         members = [f"c{c % 3}/{c}_{k}.jpg" for k in range(3)]
         clusters.append(members)
         outcomes += [
-            hashed(path, f"c{c % 3}", f"{rng.getrandbits(256):064x}", base ^ (1 << k))
+            hashed(path, f"c{c % 3}", f"{rng.getrandbits(256):064x}", base ^ (1 << k), seed=base)
             for k, path in enumerate(members)
         ]
     plan = build_plan(outcomes, dataclasses.replace(CONFIG, eval_fraction=0.5))
@@ -185,8 +190,8 @@ def test_near_duplicate_clusters_never_straddle_the_split():
 def test_a_cluster_goes_where_its_smallest_hash_sends_it_and_singletons_keep_theirs():
     low, high = "1" + "0" * 63, "f" * 64
     outcomes = many(30) + [
-        hashed("c0/a.jpg", "c0", high, 0b1),
-        hashed("c0/b.jpg", "c0", low, 0b11),
+        hashed("c0/a.jpg", "c0", high, 0b1, seed=7),
+        hashed("c0/b.jpg", "c0", low, 0b11, seed=7),
     ]
     plan = build_plan(outcomes, CONFIG)
     split_of_path = {e.source.relative_path: s.split for s in plan.shards for e in s.examples}
@@ -196,17 +201,31 @@ def test_a_cluster_goes_where_its_smallest_hash_sends_it_and_singletons_keep_the
         assert split_of_path[f"c{i % 3}/{i}.jpg"] == split_of(f"{i:064x}", 0.2, 0.0)
 
 
-def test_near_duplicates_under_two_labels_are_conflicts():
+def test_near_duplicates_under_two_labels_are_conflicts_naming_each_other():
     outcomes = many(30) + [
-        hashed("c0/cat.jpg", "c0", "a" * 64, 0xF0F0),
-        hashed("c1/cat_resized.jpg", "c1", "b" * 64, 0xF0F1),
+        hashed("c0/cat.jpg", "c0", "a" * 64, 0xF0F0, seed=5),
+        hashed("c1/cat_resized.jpg", "c1", "b" * 64, 0xF0F1, seed=5),
     ]
     plan = build_plan(outcomes, CONFIG)
     rejected = {r["path"]: r for r in plan.report["rejected"]}
-    for path in ("c0/cat.jpg", "c1/cat_resized.jpg"):
-        assert rejected[path]["reason"] == Reason.CONFLICTING_LABEL
-        assert rejected[path]["detail"].startswith("near-duplicates labelled ['c0', 'c1']")
-    assert plan.report["near_duplicates"] == [["c0/cat.jpg", "c1/cat_resized.jpg"]]
+    assert rejected["c0/cat.jpg"]["reason"] == Reason.CONFLICTING_LABEL
+    assert rejected["c0/cat.jpg"]["detail"] == "near-duplicate of c1/cat_resized.jpg (labelled c1)"
+    assert rejected["c1/cat_resized.jpg"]["detail"] == "near-duplicate of c0/cat.jpg (labelled c0)"
+    assert plan.report["near_duplicates"] == []
+
+
+def test_only_the_copies_under_another_label_are_conflicts_not_their_chain(monkeypatch):
+    # a ~ b ~ c under c0 and d, a copy of c, under c1: only c and d conflict; a and b stay,
+    # and they are still a pair.
+    outcomes = many(30) + [
+        hashed(f"{label}/{name}.jpg", label, name * 64, k)
+        for k, (name, label) in enumerate([("a", "c0"), ("b", "c0"), ("c", "c0"), ("d", "c1")])
+    ]
+    monkeypatch.setattr(health, "near_duplicate_pairs", lambda *_: [(0, 1), (1, 2), (2, 3)])
+    plan = build_plan(outcomes, CONFIG)
+    assert plan.report["rejected_per_reason"] == {Reason.CONFLICTING_LABEL: 2}
+    assert sorted(r["path"] for r in plan.report["rejected"]) == ["c0/c.jpg", "c1/d.jpg"]
+    assert plan.report["near_duplicates"] == [["c0/a.jpg", "c0/b.jpg"]]
 
 
 def test_odd_images_are_flagged_per_class_and_kept():
