@@ -331,6 +331,13 @@ def left_out_message(class_name: str) -> str:
     return f"class {class_name!r} has no usable image and was left out"
 
 
+def rejections_line(per_reason: dict[str, int]) -> str:
+    """The ingest's rejections on one line, by reason: `rejected 3: corrupt 1, duplicate 2`."""
+    total = sum(per_reason.values())
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(per_reason.items()))
+    return f"rejected {total}: {reasons}" if total else "rejected 0"
+
+
 def _classes_without_training_images(report: dict) -> list[str]:
     problems = []
     for name, per_split in report["accepted_per_class"].items():

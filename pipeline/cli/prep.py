@@ -90,7 +90,7 @@ def _alias_overrides(args) -> list[Override]:
 
 def _run_prep(args, beam_args: list[str]) -> int:
     from data_prep.ingest import IngestOutputs, run_ingest
-    from data_prep.writing.plan import left_out_message
+    from data_prep.writing.plan import left_out_message, rejections_line
 
     failure = None
     try:
@@ -118,10 +118,8 @@ def _run_prep(args, beam_args: list[str]) -> int:
         f"{totals['found']} files: {totals['accepted']} accepted, {totals['rejected']} rejected, "
         f"{totals['ignored']} ignored"
     )
-    print(
-        f"per split: {report['accepted_per_split']}; rejected by reason: "
-        f"{report['rejected_per_reason'] or 'none'}"
-    )
+    print(f"per split: {report['accepted_per_split']}")
+    print(rejections_line(report["rejected_per_reason"]))
     for name in report["classes_left_out"]:
         print(terminal_safe(left_out_message(name)))
     print(

@@ -183,7 +183,7 @@ def test_prep_writes_dataset_and_summarizes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "18 files: 16 accepted, 1 rejected, 1 ignored" in out
-    assert "'not_an_image': 1" in out
+    assert "rejected 1: not_an_image 1" in out
     assert "class 'docs' has no usable image and was left out" in out
     assert (tmp_path / "out" / "label_map.json").exists()
 

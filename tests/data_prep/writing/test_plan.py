@@ -7,7 +7,7 @@ from data_prep.quality import health
 from data_prep.reading.image_validation import Reason
 from data_prep.reading.inspection import ACCEPTED, IGNORED, REJECTED, FileOutcome
 from data_prep.reading.sources import SourceFile
-from data_prep.writing.plan import build_plan, shard_count, split_of
+from data_prep.writing.plan import build_plan, rejections_line, shard_count, split_of
 
 CONFIG = IngestConfig(input="in", target_shard_bytes=1024 * 1024, min_shards=1)
 
@@ -245,3 +245,10 @@ def test_odd_images_are_flagged_per_class_and_kept():
         {"path": "c1/huge.jpg", "flags": ["odd_size"]},
     ]
     assert plan.report["totals"]["accepted"] == 22
+
+
+def test_rejections_are_one_line_by_reason():
+    per_reason = {"duplicate": 2, "corrupt": 2, "conflicting_label": 30}
+    expected = "rejected 34: conflicting_label 30, corrupt 2, duplicate 2"
+    assert rejections_line(per_reason) == expected
+    assert rejections_line({}) == "rejected 0"
