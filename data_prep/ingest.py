@@ -31,7 +31,7 @@ from data_prep.reading.inspection import inspect_sources
 from data_prep.reading.sources import SourceFile, list_sources
 from data_prep.runtime import parallel, progress, running_mode
 from data_prep.runtime.parallel import OrderedWindow
-from data_prep.writing.ingest_outputs import IngestOutputs
+from data_prep.writing.ingest_outputs import IngestOutputs, read_source_index
 from data_prep.writing.plan import IngestPlan, ShardSpec, build_plan
 from data_prep.writing.shards import write_shard
 
@@ -130,8 +130,14 @@ class _PlanOutcomes(beam.CombineFn):
     """Every bundle's outcomes -> the plan (build_plan), in the combine that gathers them; the
     outcomes stay packed until the plan is built."""
 
-    def __init__(self, config: IngestConfig, reference_label_map: dict[str, int]):
+    def __init__(
+        self,
+        config: IngestConfig,
+        reference_label_map: dict[str, int],
+        previous_splits: dict[str, str],
+    ):
         self._config, self._reference_label_map = config, reference_label_map
+        self._previous_splits = previous_splits
 
     def create_accumulator(self) -> list:
         return []
@@ -145,7 +151,7 @@ class _PlanOutcomes(beam.CombineFn):
 
     def extract_output(self, accumulator: list) -> _Plan:
         outcomes = [outcome for packed in accumulator for outcome in packed.unpack()]
-        plan = build_plan(outcomes, self._config, self._reference_label_map)
+        plan = build_plan(outcomes, self._config, self._reference_label_map, self._previous_splits)
         return _Plan(
             dataclasses.replace(plan, shards=()),
             tuple(_Packed.of((shard,)) for shard in plan.shards),
@@ -240,6 +246,14 @@ def write_source_index(
         handle.write("".join(lines).encode())
 
 
+def previous_splits(source_index_path: str) -> dict[str, str]:
+    """The split of every image a previous ingest placed, by sha256, from its source index;
+    {} for no path (a pipeline's first span)."""
+    if not source_index_path:
+        return {}
+    return {row["sha256"]: row["split"] for row in read_source_index(source_index_path)}
+
+
 def _write_json(path: str, value) -> None:
     with FileSystems.create(path) as handle:
         handle.write(json.dumps(value, indent=2, sort_keys=True).encode())
@@ -249,6 +263,8 @@ class IngestImages(beam.PTransform):
     """Files -> gzip TFRecord shards + label map + report; outputs one element: the report.
 
     reference_label_map: the pipeline's label ids, kept for known classes (see build_plan).
+    previous_splits: the split earlier spans gave each image, by sha256, which it keeps
+    (previous_splits() reads them from the previous ingest's source index).
     """
 
     def __init__(
@@ -257,10 +273,12 @@ class IngestImages(beam.PTransform):
         config: IngestConfig,
         outputs: IngestOutputs,
         reference_label_map: dict[str, int] | None = None,
+        previous_splits: dict[str, str] | None = None,
     ):
         super().__init__()
         self._sources, self._config, self._outputs = sources, config, outputs
         self._reference_label_map = reference_label_map or {}
+        self._previous_splits = previous_splits or {}
 
     def expand(self, pbegin):
         size = self._config.files_per_bundle
@@ -277,7 +295,7 @@ class IngestImages(beam.PTransform):
             # Without a default: there is always a bundle (list_sources refuses an empty input).
             | "Plan"
             >> beam.CombineGlobally(
-                _PlanOutcomes(self._config, self._reference_label_map)
+                _PlanOutcomes(self._config, self._reference_label_map, self._previous_splits)
             ).without_defaults()
         )
         # The side input stays small: the plan without its per-file shard lists.

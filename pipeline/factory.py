@@ -299,6 +299,7 @@ def ingest(config: PipelineConfig, data: DataSnapshot) -> ImageExampleGen:
         input_fingerprint=data.fingerprint,
         span=data.span,
         reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
+        previous_source_index=data.previous_source_index,
     )
 
 

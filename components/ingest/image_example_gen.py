@@ -21,7 +21,13 @@ from tfx.types import artifact_utils, standard_artifacts
 
 from components import metadata_keys
 from components.artifacts import IngestReport
-from data_prep.ingest import IngestImages, IngestOutputs, prepare_ingest, read_ingest_report
+from data_prep.ingest import (
+    IngestImages,
+    IngestOutputs,
+    prepare_ingest,
+    previous_splits,
+    read_ingest_report,
+)
 from data_prep.ingest_config import IngestConfig
 from data_prep.runtime import parallel
 
@@ -32,6 +38,7 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
     input_fingerprint: Parameter[str],
     span: Parameter[int],
     reference_label_map: Parameter[str],
+    previous_source_index: Parameter[str],
     examples: OutputArtifact[standard_artifacts.Examples],
     ingest_report: OutputArtifact[IngestReport],
     beam_pipeline: BeamComponentParameter[beam.Pipeline] = None,
@@ -46,6 +53,8 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
         the Examples.
       reference_label_map: JSON of the pipeline's label ids ("{}" for its first span), which
         known classes keep (data_prep/contract/label_map.py).
+      previous_source_index: the source index of the span before ("" for the first span): each
+        image it lists keeps its split, and new copies of it follow it.
     """
     config = IngestConfig.from_json(ingest_config)
     outputs = IngestOutputs.under(ingest_report.uri, examples_dir=examples.uri)
@@ -53,7 +62,11 @@ def ImageExampleGen(  # noqa: N802  TFX component names are classes
     try:
         with beam_pipeline as pipeline:
             _ = pipeline | "IngestImages" >> IngestImages(
-                sources, config, outputs, json.loads(reference_label_map)
+                sources,
+                config,
+                outputs,
+                json.loads(reference_label_map),
+                previous_splits(previous_source_index),
             )
     finally:
         parallel.release_pools()  # the rest of the run has no use for the ingest's children

@@ -84,10 +84,12 @@ def build_plan(
     outcomes: list[FileOutcome],
     config: IngestConfig,
     reference_label_map: dict[str, int] | None = None,
+    previous_splits: dict[str, str] | None = None,
 ) -> IngestPlan:
     """reference_label_map: the ids earlier spans gave (see data_prep/contract/label_map.py);
-    without
-    one, classes are numbered in name order."""
+    without one, classes are numbered in name order. previous_splits: the split earlier spans
+    gave each image, by sha256 (the previous ingest's source index): an image keeps it, and its
+    new near-duplicates follow it."""
     outcomes = sorted(outcomes, key=lambda outcome: outcome.source.relative_path)
     kept, deduped = _dedupe([o for o in outcomes if o.status == ACCEPTED])
     compared = len(kept)
@@ -97,16 +99,10 @@ def build_plan(
     final = [o for o in outcomes if o.status != ACCEPTED] + deduped + conflicting + kept
     label_map = merge_label_map(reference_label_map or {}, {o.source.label for o in kept})
 
-    split_key = cluster_keys(
-        {o.source.relative_path: o.sha256 for o in kept},
-        [[o.source.relative_path for o in group] for group in groups],
-    )
+    split_of_path = _splits(kept, groups, previous_splits or {}, config)
     by_split = collections.defaultdict(list)
     for outcome in kept:
-        split = outcome.source.split or split_of(
-            split_key[outcome.source.relative_path], config.eval_fraction, config.test_fraction
-        )
-        by_split[split].append(outcome)
+        by_split[split_of_path[outcome.source.relative_path]].append(outcome)
     shards = []
     for split in sorted(by_split):
         shards.extend(_pack_shards(split, by_split[split], label_map, config))
@@ -124,6 +120,33 @@ def build_plan(
         {o.source.label for o in outcomes if o.source.label is not None} - set(label_map)
     )
     return IngestPlan(label_map, tuple(shards), report, _failure(report, config, by_split))
+
+
+def _splits(
+    kept: list[FileOutcome],
+    groups: list[list[FileOutcome]],
+    previous: dict[str, str],
+    config: IngestConfig,
+) -> dict[str, str]:
+    """Each kept image's split, by relative path: a manifest's; else the one an earlier span
+    gave it; else, in a cluster with a member an earlier span placed, that member's (the
+    smallest such sha256's); else split_of its cluster key."""
+    sha256_by_path = {o.source.relative_path: o.sha256 for o in kept}
+    keys = cluster_keys(sha256_by_path, [[o.source.relative_path for o in g] for g in groups])
+    followed = {}
+    for group in groups:
+        placed = sorted(o.sha256 for o in group if o.sha256 in previous)
+        if placed:
+            followed.update(
+                dict.fromkeys((o.source.relative_path for o in group), previous[placed[0]])
+            )
+    return {
+        o.source.relative_path: o.source.split
+        or previous.get(o.sha256)
+        or followed.get(o.source.relative_path)
+        or split_of(keys[o.source.relative_path], config.eval_fraction, config.test_fraction)
+        for o in kept
+    }
 
 
 def _dedupe(accepted: list[FileOutcome]) -> tuple[list[FileOutcome], list[FileOutcome]]:

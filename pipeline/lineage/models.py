@@ -323,12 +323,26 @@ def training_examples_id(store: metadata_store.MetadataStore, model_id: int) -> 
     return examples[0].id if examples else None
 
 
-def examples_label_map(store: metadata_store.MetadataStore, examples_id: int) -> dict[str, int]:
-    """The label map ImageExampleGen recorded beside an Examples artifact ({} if none)."""
+def _ingest_report(
+    store: metadata_store.MetadataStore, examples_id: int
+) -> IngestReportRecord | None:
+    """The IngestReport ImageExampleGen wrote beside an Examples artifact, if any."""
     graph = MetadataGraph(store)
     producer = graph.producer(examples_id, "examples")
     reports = graph.outputs(producer.id, metadata_keys.INGEST_REPORT_OUTPUT_KEY) if producer else []
-    return IngestReportRecord.read(reports[0]).label_map if reports else {}
+    return IngestReportRecord.read(reports[0]) if reports else None
+
+
+def examples_label_map(store: metadata_store.MetadataStore, examples_id: int) -> dict[str, int]:
+    """The label map ImageExampleGen recorded beside an Examples artifact ({} if none)."""
+    report = _ingest_report(store, examples_id)
+    return report.label_map if report else {}
+
+
+def examples_source_index(store: metadata_store.MetadataStore, examples_id: int) -> str:
+    """The source index ImageExampleGen wrote beside an Examples artifact ("" if none)."""
+    report = _ingest_report(store, examples_id)
+    return report.source_index_path if report else ""
 
 
 def model_label_map(store: metadata_store.MetadataStore, model_id: int) -> dict[str, int]:

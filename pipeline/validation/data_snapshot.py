@@ -23,7 +23,8 @@ from pipeline import lineage
 EXAMPLE_GEN_NODE = "ImageExampleGen"
 SCHEMA_NODE = "CuratedSchemaGen"
 SCHEMA_OUTPUT_KEY = "schema"
-REFERENCE_LABEL_MAP = "reference_label_map"  # ImageExampleGen's exec property
+REFERENCE_LABEL_MAP = "reference_label_map"  # ImageExampleGen's exec properties
+PREVIOUS_SOURCE_INDEX = "previous_source_index"
 FIRST_SPAN = 1
 
 
@@ -40,6 +41,8 @@ class DataSnapshot:
       span's; {} on the first span.
     schema_uri: the Schema artifact the pipeline decided on its first span (CuratedSchemaGen's),
       which every later span is validated against; None until it exists.
+    previous_source_index: the newest earlier span's source index, whose images keep their
+      splits in this one; "" on the first span.
     """
 
     fingerprint: str
@@ -47,6 +50,7 @@ class DataSnapshot:
     files: int = 0
     reference_label_map: dict[str, int] = dataclasses.field(default_factory=dict)
     schema_uri: str | None = None
+    previous_source_index: str = ""
 
 
 def take_snapshot(
@@ -72,25 +76,28 @@ def take_snapshot(
         # An unchanged span keeps the reference it was ingested and gated with (so the re-run is
         # answered from the cache); a new one takes today's.
         reference_label_map=(
-            _ingested_reference(store, pipeline_name)
+            json.loads(_ingested_setting(store, pipeline_name, REFERENCE_LABEL_MAP) or "{}")
             if unchanged
             else reference_label_map(store, pipeline_name)
         ),
         schema_uri=decided_schema_uri(store, pipeline_name),
+        previous_source_index=(
+            _ingested_setting(store, pipeline_name, PREVIOUS_SOURCE_INDEX)
+            if unchanged
+            else lineage.examples_source_index(store, newest_examples(store, pipeline_name).id)
+        ),
     )
 
 
-def _ingested_reference(store: metadata_store.MetadataStore, pipeline_name: str) -> dict:
-    """The reference label map the newest span's ImageExampleGen was given."""
+def _ingested_setting(store: metadata_store.MetadataStore, pipeline_name: str, name: str) -> str:
+    """An exec property the newest span's ImageExampleGen was given ("" if none)."""
     producer = lineage.producer_of(store, newest_examples(store, pipeline_name).id, "examples")
     if producer is None:
-        return {}
+        return ""
     # The IR-based launchers record settings as custom properties, TFX's legacy one (Airflow's)
     # as properties.
-    given = producer.custom_properties.get(REFERENCE_LABEL_MAP) or producer.properties.get(
-        REFERENCE_LABEL_MAP
-    )
-    return json.loads(given.string_value) if given else {}
+    given = producer.custom_properties.get(name) or producer.properties.get(name)
+    return given.string_value if given else ""
 
 
 def _live_artifacts(store, pipeline_name: str, type_name: str) -> list[metadata_store_pb2.Artifact]:

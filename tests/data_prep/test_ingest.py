@@ -14,7 +14,7 @@ import tensorflow as tf
 from PIL import Image
 
 from data_prep.contract import features
-from data_prep.ingest import IngestFailed, IngestOutputs, run_ingest
+from data_prep.ingest import IngestFailed, IngestOutputs, previous_splits, run_ingest
 from data_prep.ingest_config import IngestConfig
 from data_prep.reading.sources import SourceFile
 from data_prep.writing.ingest_outputs import read_source_index
@@ -185,6 +185,10 @@ def test_source_index_lists_exactly_the_accepted_images(messy_tree, ingested):
         assert (out / row["shard"]).exists()
         assert row["uri"].endswith(row["path"]) and row["uri"].startswith(str(root))
     assert len(index) == report["totals"]["accepted"]
+    assert previous_splits(IngestOutputs.under(str(out)).source_index_path) == {
+        row["sha256"]: row["split"] for row in index
+    }
+    assert previous_splits("") == {}
 
 
 def test_two_runs_give_the_same_split_and_shard_contents(messy_tree, ingested, tmp_path):

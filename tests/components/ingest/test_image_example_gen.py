@@ -30,6 +30,7 @@ def _run(root, images) -> None:
         input_fingerprint=input_fingerprint(str(images)),
         span=3,
         reference_label_map=json.dumps(REFERENCE_LABEL_MAP),
+        previous_source_index="",
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"])

@@ -252,3 +252,43 @@ def test_rejections_are_one_line_by_reason():
     expected = "rejected 34: conflicting_label 30, corrupt 2, duplicate 2"
     assert rejections_line(per_reason) == expected
     assert rejections_line({}) == "rejected 0"
+
+
+def splits_by_sha(plan) -> dict[str, str]:
+    return {e.sha256: s.split for s in plan.shards for e in s.examples}
+
+
+def test_no_image_changes_split_across_spans_and_new_copies_follow_their_original():
+    rng = random.Random(3)
+
+    def image(name, seed):
+        label = f"c{seed % 3}"
+        sha = f"{rng.getrandbits(256):064x}"
+        return hashed(f"{label}/{name}.jpg", label, sha, rng.getrandbits(64), seed=seed)
+
+    first = [image(f"a{k}", k) for k in range(300)]
+    # Span 2: 30 removed, 20 edited (new bytes under the old name, another picture), 100 new,
+    # and copies of 30 kept images (the same picture, other bytes) that would pull their
+    # cluster's split key elsewhere.
+    second = first[30:280] + [image(f"a{k}", 1000 + k) for k in range(280, 300)]
+    second += [image(f"b{k}", 2000 + k) for k in range(100)]
+    copies = [image(f"copy{k}", k) for k in range(30, 60)]
+    second += copies
+    third = second[20:] + [image(f"c{k}", 3000 + k) for k in range(100)]
+    config = dataclasses.replace(CONFIG, eval_fraction=0.3)
+    previous: dict[str, str] = {}
+    moves = 0
+    for span in (first, second, third):
+        placed = splits_by_sha(build_plan(span, config, previous_splits=previous))
+        moves += sum(placed[sha] != split for sha, split in previous.items() if sha in placed)
+        previous = placed
+    assert moves == 0
+    second_splits = splits_by_sha(
+        build_plan(second, config, previous_splits=splits_by_sha(build_plan(first, config)))
+    )
+    for k, copy in enumerate(copies, start=30):
+        assert second_splits[copy.sha256] == second_splits[first[k].sha256]
+    # Without the earlier spans' splits, the copies move some of their originals.
+    alone = splits_by_sha(build_plan(second, config))
+    first_splits = splits_by_sha(build_plan(first, config))
+    assert any(alone[o.sha256] != first_splits[o.sha256] for o in first[30:60])

@@ -3,9 +3,11 @@ import json
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
+from data_prep.writing.ingest_outputs import IngestOutputs
 from pipeline.runners.local import open_store
 from pipeline.validation.data_snapshot import (
     FIRST_SPAN,
+    PREVIOUS_SOURCE_INDEX,
     REFERENCE_LABEL_MAP,
     newest_span,
     take_snapshot,
@@ -78,14 +80,32 @@ def test_an_unchanged_span_keeps_the_reference_its_ingest_was_given(tmp_path, re
     given = {"cat": 0, "dog": 1, "owl": 2}
     kind = metadata_store_pb2.ExecutionType(name="ImageExampleGen")
     kind.properties[REFERENCE_LABEL_MAP] = metadata_store_pb2.STRING
+    kind.properties[PREVIOUS_SOURCE_INDEX] = metadata_store_pb2.STRING
     execution = metadata_store_pb2.Execution(type_id=store.put_execution_type(kind))
     getattr(execution, recorded_as)[REFERENCE_LABEL_MAP].string_value = json.dumps(given)
-    output = metadata_store_pb2.Event(type=metadata_store_pb2.Event.OUTPUT)
-    output.path.steps.add().key = "examples"
-    output.path.steps.add().index = 0
+    getattr(execution, recorded_as)[PREVIOUS_SOURCE_INDEX].string_value = "/old/index.jsonl.gz"
+    report = metadata_store_pb2.Artifact(
+        type_id=store.put_artifact_type(metadata_store_pb2.ArtifactType(name="IngestReport")),
+        uri=str(tmp_path / "report"),
+    )
     [examples] = store.get_artifacts_by_id([examples_id])
-    store.put_execution(execution, [(examples, output)], [])
-    assert take_snapshot(images, store, "p").reference_label_map == given
+    store.put_execution(
+        execution, [(examples, _output("examples")), (report, _output("ingest_report"))], []
+    )
+    unchanged = take_snapshot(images, store, "p")
+    assert unchanged.reference_label_map == given
+    assert unchanged.previous_source_index == "/old/index.jsonl.gz"
+    # A new span keeps the splits of the newest one: its ingest's source index.
+    (tmp_path / "in" / "dog" / "1.jpg").write_bytes(image_files.jpeg(seed=7))
+    expected = IngestOutputs.under(str(tmp_path / "report")).source_index_path
+    assert take_snapshot(images, store, "p").previous_source_index == expected
+
+
+def _output(key):
+    event = metadata_store_pb2.Event(type=metadata_store_pb2.Event.OUTPUT)
+    event.path.steps.add().key = key
+    event.path.steps.add().index = 0
+    return event
 
 
 def test_newest_span_ignores_other_pipelines_and_deleted_artifacts(tmp_path):
