@@ -50,6 +50,11 @@ LOW_INFORMATION_MAX_ENTROPY = 3.0  # low_information: 0.1 x entropy < 0.3
 BLURRY_MAX_SCORE = 0.29
 BLUR_NORMALIZING = 0.01
 BLUR_COLOR_THRESHOLD = 0.18
+# low_information is kept only where an image's entropy is also an outlier of its class: a
+# robust z-score below -OUTLIER_Z (3.5, Iglewicz and Hoaglin's cut), the spread at least
+# OUTLIER_MIN_SPREAD bits so a class of near-equal images does not flag small differences.
+OUTLIER_Z = 3.5
+OUTLIER_MIN_SPREAD = 0.1
 ODD_ASPECT_RATIO_MIN = 0.35  # min(w/h, h/w)
 ODD_SIZE_IQR_FACTOR = 3.0
 
@@ -62,6 +67,7 @@ class ImageSignals:
 
     phash: int  # 64 bits, row-major over the 8x8 low frequencies, first bit highest
     gray: bytes  # GRAY_SIDE x GRAY_SIDE grayscale, row-major
+    entropy: float  # of the thumbnail's histogram, in bits: low_information's measure
     flags: tuple[str, ...]  # FLAGS found in the image alone (odd_size needs the dataset)
 
 
@@ -183,14 +189,33 @@ def image_signals(rgb: Image.Image) -> ImageSignals:
     # box cells that straddle its pixels differently set a resized copy's thumbnail apart.
     small = gray.resize((GRAY_SIDE, GRAY_SIDE), Image.Resampling.BILINEAR).tobytes()
     dark, light = _dark_and_light(_pixels(thumb))
+    entropy = thumb.entropy()
     found = {
         "dark": dark,
         "light": light,
         "blurry": _blurry(gray),
-        "low_information": thumb.entropy() < LOW_INFORMATION_MAX_ENTROPY,
+        "low_information": entropy < LOW_INFORMATION_MAX_ENTROPY,
         "odd_aspect_ratio": aspect_ratio_odd(rgb.width, rgb.height),
     }
-    return ImageSignals(hashed, small, tuple(flag for flag in FLAGS if found.get(flag)))
+    flags = tuple(flag for flag in FLAGS if found.get(flag))
+    return ImageSignals(hashed, small, entropy, flags)
+
+
+def low_outliers(values: list[float], labels: list[str]) -> list[bool]:
+    """Whether each value lies far below the others of its label: a robust z-score (distance
+    from the label's median in scaled median absolute deviations, at least OUTLIER_MIN_SPREAD)
+    below -OUTLIER_Z. So a class whose images are all plain is not called odd for it."""
+    result = [False] * len(values)
+    by_label: dict[str, list[int]] = {}
+    for index, label in enumerate(labels):
+        by_label.setdefault(label, []).append(index)
+    for members in by_label.values():
+        own = np.array([values[i] for i in members], dtype=np.float64)
+        median = np.median(own)
+        spread = max(1.4826 * np.median(np.abs(own - median)), OUTLIER_MIN_SPREAD)
+        for i, value in zip(members, own, strict=True):
+            result[i] = bool((value - median) / spread < -OUTLIER_Z)
+    return result
 
 
 def odd_size_flags(sizes: list[tuple[int, int]]) -> list[bool]:

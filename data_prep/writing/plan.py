@@ -237,12 +237,18 @@ def _clusters(
 
 
 def _odd_images(kept: list[FileOutcome]) -> dict:
-    """cleanvision's odd-image flags per class, and each flagged image: flags, not rejects."""
+    """cleanvision's odd-image flags per class, and each flagged image: flags, not rejects.
+    low_information only where the image is also plainer than its class (health.low_outliers)."""
     sized = health.odd_size_flags([(o.width, o.height) for o in kept])
+    plain = health.low_outliers(
+        [o.signals.entropy if o.signals else math.inf for o in kept],
+        [o.source.label for o in kept],
+    )
     per_class = {label: dict.fromkeys(health.FLAGS, 0) for label in {o.source.label for o in kept}}
     flagged = []
-    for outcome, odd_size in zip(kept, sized, strict=True):
-        flags = (*(outcome.signals.flags if outcome.signals else ()),) + (
+    for outcome, odd_size, odd_entropy in zip(kept, sized, plain, strict=True):
+        found = outcome.signals.flags if outcome.signals else ()
+        flags = tuple(f for f in found if f != "low_information" or odd_entropy) + (
             ("odd_size",) if odd_size else ()
         )
         for flag in flags:

@@ -47,7 +47,7 @@ class GateConfig:
       image_size_jsd: the largest allowed Jensen-Shannon divergence between the `height`
         histograms, and between the `width` histograms.
       max_near_duplicate_fraction: the largest allowed share of the span's distinct images that
-        are in near-duplicate clusters (ingest.near_duplicate_max_distance); 1.0 allows any.
+        are in near-duplicate clusters (ingest.near_duplicate_max_difference); 1.0 allows any.
     """
 
     allow_class_changes: bool = False

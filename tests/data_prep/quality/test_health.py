@@ -143,6 +143,13 @@ def test_flags_of_odd_images(image, flag):
     assert flag in health.image_signals(image).flags
 
 
+def test_low_outliers_are_far_below_their_own_class():
+    thin = [2.0, 2.1, 2.05, 1.95, 2.02, 2.08]
+    photos = [7.0, 7.2, 6.9, 7.1, 7.05, 0.4]
+    labels = ["one"] * 6 + ["photo"] * 6
+    assert health.low_outliers(thin + photos, labels) == [False] * 11 + [True]
+
+
 def test_blurry_and_aspect_flags():
     sharp = photo("astronaut")
     assert health.image_signals(sharp).flags == ()

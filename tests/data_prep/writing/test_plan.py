@@ -160,12 +160,14 @@ def picture(seed: int) -> bytes:
     return random.Random(seed).randbytes(health.GRAY_SIDE**2)
 
 
-def hashed(path, label, sha, phash, size=(500, 375), flags=(), seed=None):
+def hashed(path, label, sha, phash, size=(500, 375), flags=(), seed=None, entropy=7.0):
     return dataclasses.replace(
         accepted(path, label, sha),
         width=size[0],
         height=size[1],
-        signals=health.ImageSignals(phash, picture(phash if seed is None else seed), flags),
+        signals=health.ImageSignals(
+            phash, picture(phash if seed is None else seed), entropy, flags
+        ),
     )
 
 
@@ -292,3 +294,31 @@ def test_no_image_changes_split_across_spans_and_new_copies_follow_their_origina
     alone = splits_by_sha(build_plan(second, config))
     first_splits = splits_by_sha(build_plan(first, config))
     assert any(alone[o.sha256] != first_splits[o.sha256] for o in first[30:60])
+
+
+def test_low_information_is_flagged_only_where_plainer_than_its_class():
+    rng = random.Random(2)
+    # Class c0: thin strokes, every image below cleanvision's entropy threshold; c1: photos
+    # with one blank image among them.
+    outcomes = (
+        [
+            hashed(
+                f"c0/{i}.png",
+                "c0",
+                f"{i:064x}",
+                rng.getrandbits(64),
+                flags=("low_information",),
+                entropy=2.0 + 0.01 * i,
+            )
+            for i in range(20)
+        ]
+        + [
+            hashed(
+                f"c1/{i}.jpg", "c1", f"{100 + i:064x}", rng.getrandbits(64), entropy=7.0 + 0.02 * i
+            )
+            for i in range(20)
+        ]
+        + [hashed("c1/blank.jpg", "c1", "f" * 64, 0, flags=("low_information",), entropy=0.5)]
+    )
+    odd = build_plan(outcomes, CONFIG).report["odd_images"]
+    assert odd["images"] == [{"path": "c1/blank.jpg", "flags": ["low_information"]}]
