@@ -21,6 +21,13 @@ Measured:
   the (noisy) train split go through data_prep/quality/label_issues.py (cleanlab), as the pipeline's
   eval probabilities do; the share of flipped eval images among the suspects' paths (recall) and
   the share of suspects that were flipped (precision);
+- the near-duplicate threshold's effect (ingest.near_duplicate_max_difference at each of
+  SWEPT_DIFFERENCES, data_prep/quality/health.py called directly): on the digits at 64 px and
+  on 128x128 crops of scikit-image's photographs (a stride of 64, PHOTOS_SWEPT), each with a
+  copy of SWEPT_COPIED_SHARE of the images made as people make copies (rescaled by 0.7 or 1.3,
+  0 to 3 pixels cropped off each side, brightness x0.9 to x1.1, re-saved as JPEG at quality 60
+  to 90): the share of copies in their original's cluster (recall), and the share of all
+  images that are distinct originals sharing a cluster (merged);
 - cost: the ingest's CPU time per further image (its whole process tree, in a child process:
   its run on PHOTOS photo-like JPEGs (benchmarks/photo_data.py) less its run on FEW), the
   median of COST_ROUNDS rounds (a whole process's CPU time varies by a second or more from run
@@ -33,6 +40,7 @@ Measured:
 
 from __future__ import annotations
 
+import collections
 import glob
 import hashlib
 import io
@@ -57,6 +65,28 @@ PHOTOS = 1500
 FEW = 14
 COST_ROUNDS = 9
 SEED = 0
+SWEPT_DIFFERENCES = (0.3, 0.5, 0.8)
+SWEPT_COPIED_SHARE = 0.1
+# scikit-image's bundled photographs (the others need a download); cat is chelsea again.
+PHOTOS_SWEPT = (
+    "astronaut",
+    "camera",
+    "chelsea",
+    "coffee",
+    "coins",
+    "grass",
+    "gravel",
+    "horse",
+    "hubble_deep_field",
+    "immunohistochemistry",
+    "moon",
+    "page",
+    "rocket",
+    "text",
+    "brick",
+    "colorwheel",
+    "retina",
+)
 # Two scans whose pixels differ by at most this on average (of 16) are near-identical in the
 # data itself: closer than 99.9% of random pairs of scans.
 ALIKE_SCANS = 1.0
@@ -258,6 +288,88 @@ def _cost(workdir: str) -> dict:
     }
 
 
+def _people_copy(image, rng):
+    """Rescaled by about 30%, a few pixels cropped off each side, brightness within 10%,
+    re-saved as a JPEG."""
+    from PIL import Image, ImageEnhance
+
+    scale = rng.choice([0.7, 1.3]) * rng.uniform(0.95, 1.05)
+    image = image.resize(
+        (round(image.width * scale), round(image.height * scale)), Image.Resampling.BICUBIC
+    )
+    left, top, right, bottom = (int(c) for c in rng.integers(0, 4, 4))
+    image = image.crop((left, top, image.width - right, image.height - bottom))
+    image = ImageEnhance.Brightness(image).enhance(rng.uniform(0.9, 1.1))
+    return _jpeg(image, int(rng.integers(60, 91)))
+
+
+def _jpeg(image, quality: int):
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=quality)
+    return Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+
+
+def _swept_images() -> dict[str, list]:
+    """The real images the threshold sweep runs on: digits at 64 px, photo crops."""
+    import numpy as np
+    import skimage.data
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    scans = np.round(load_digits().images * (255.0 / 16.0)).astype(np.uint8)
+    digits = [
+        _jpeg(Image.fromarray(s).convert("RGB").resize((SIDE, SIDE), Image.Resampling.BICUBIC), 95)
+        for s in scans
+    ]
+    crops = []
+    for name in PHOTOS_SWEPT:
+        pixels = getattr(skimage.data, name)().astype(np.float64)
+        pixels = 255 * (pixels - pixels.min()) / max(np.ptp(pixels), 1e-9)
+        photo = Image.fromarray(pixels.astype(np.uint8)).convert("RGB")
+        photo.thumbnail((512, 512))
+        for top in range(0, photo.height - 127, 64):
+            for left in range(0, photo.width - 127, 64):
+                crops.append(_jpeg(photo.crop((left, top, left + 128, top + 128)), 95))
+    return {"digits": digits, "photos": crops}
+
+
+def _threshold_sweep() -> list[dict]:
+    """Copy recall and distinct images merged at each of SWEPT_DIFFERENCES."""
+    import numpy as np
+
+    from data_prep.quality import health
+
+    records = []
+    for name, originals in _swept_images().items():
+        rng = np.random.default_rng(SEED)
+        copied = rng.permutation(len(originals))[: round(SWEPT_COPIED_SHARE * len(originals))]
+        images = originals + [_people_copy(originals[i], rng) for i in copied]
+        pairs = [(int(i), len(originals) + k) for k, i in enumerate(copied)]
+        signals = [health.image_signals(image) for image in images]
+        for max_difference in SWEPT_DIFFERENCES:
+            found = health.near_duplicate_pairs(
+                [s.phash for s in signals], [s.gray for s in signals], 10, max_difference
+            )
+            cluster_of = {
+                i: k
+                for k, members in enumerate(health.clusters(len(images), found))
+                for i in members
+            }
+            recall = sum(a in cluster_of and cluster_of[a] == cluster_of.get(b) for a, b in pairs)
+            by_cluster = collections.Counter(
+                cluster_of[i] for i in cluster_of if i < len(originals)
+            )
+            merged = sum(count for count in by_cluster.values() if count > 1)
+            base = f"health.threshold.{max_difference:g}.{name}"
+            records += [
+                {"name": f"{base}.copy_recall", "value": recall / len(pairs), "unit": "share"},
+                {"name": f"{base}.merged", "value": merged / len(images), "unit": "share"},
+            ]
+    return records
+
+
 def run(output_dir: str) -> list[dict]:
     workdir = os.path.join(output_dir, "health")
     folder = os.path.join(workdir, "digits")
@@ -288,7 +400,7 @@ def run(output_dir: str) -> list[dict]:
     flipped_eval = set(injected["flips"]) & set(suspects["eval"])
     caught = flipped_eval & {issue["path"] for issue in suspects["issues"]}
     cost = _cost(workdir)
-    records = [
+    records = _threshold_sweep() + [
         {
             "name": "health.pairs.recall",
             "value": recall,
@@ -410,6 +522,9 @@ def section(records: list[dict]) -> Section:
         "images; eval probabilities from a logistic regression on 16x16 pixels",
         "eval accuracy: a 1-nearest-neighbour classifier on 16x16 pixels, which memorizes: "
         "a near-duplicate of an eval image in train raises it",
+        "threshold.<max_difference>.<data>: copies found (copy_recall) and distinct images "
+        "merged (share of all images) at each ingest.near_duplicate_max_difference, on digits "
+        "at 64 px and photo crops with copies rescaled, cropped, brightened and re-encoded",
     )
     if "cost.signals_share_of_ingest" in by_name:  # results measured before it lack the share
         notes += (

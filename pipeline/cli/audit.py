@@ -117,11 +117,13 @@ def _audit(args, config, target, report_dir: str, beam_args: list[str], shown):
 def _ingest(config, report_dir: str, beam_args: list[str], shown):
     """--data ingested as `imgpipe prep` does, into report_dir/ingest; its IngestOutputs."""
     from data_prep.ingest import IngestOutputs, run_ingest
+    from data_prep.writing.plan import rejections_line
 
     outputs = IngestOutputs.under(os.path.join(report_dir, "ingest"))
     shown.started("ingest")
-    run_ingest(config.ingest, outputs, beam_args)
+    report = run_ingest(config.ingest, outputs, beam_args)
     shown.finished("ingest")
+    shown.say(f"  {rejections_line(report['rejected_per_reason'])}")
     return outputs
 
 

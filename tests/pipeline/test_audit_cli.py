@@ -51,6 +51,7 @@ def test_audit_of_a_folder_reports_and_records_a_data_health_of_its_examples(tmp
     assert code == exit_codes.OK, err
     assert err == ""
     assert "error" not in out.lower() and "Traceback" not in out
+    assert "  rejected 0" in out
     assert "  fold 1 of 2: 10 images held out, the others to train on" in out
     assert "  fold 2 of 2" in out and " ran " in out
     assert "likely mislabelled images: " in out and " of 20, " in out
