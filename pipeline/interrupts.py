@@ -7,6 +7,11 @@ raises its own error instead (Beam: RuntimeError("KeyboardInterrupt [while runni
 the handler records the request as well as raising it: `honour_request`, called where the run
 passes from one component to the next, raises it again while one is recorded, and
 `failures_as_interrupt` turns an error raised after it back into a KeyboardInterrupt.
+
+SIGINT is handled even when the process started with it ignored: a shell without job control
+ignores it in every background job (`make test &`, a script's `imgpipe run &`), and every
+process started from there inherits that, so a scheduler's or a test's `kill -INT` would
+otherwise do nothing and the run would go on to push.
 """
 
 from __future__ import annotations
@@ -28,13 +33,11 @@ def _request_stop(signum, frame) -> None:
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
     """For the duration: SIGINT and SIGTERM raise KeyboardInterrupt and are recorded (for
-    `honour_request` and `failures_as_interrupt`). A SIGINT ignored when the block starts (a
-    script's background job) stays ignored. Call from the main thread."""
+    `honour_request` and `failures_as_interrupt`), whatever their handlers were, ignored
+    included (see the module's doc). Call from the main thread."""
     global _requested
     _requested = None
-    signals = [signal.SIGTERM]
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signals.append(signal.SIGINT)
+    signals = (signal.SIGINT, signal.SIGTERM)
     previous = {number: signal.signal(number, _request_stop) for number in signals}
     try:
         yield
