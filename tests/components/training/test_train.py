@@ -102,7 +102,12 @@ def test_tiny_training_run_exports_a_working_model(shard_pattern, tmp_path, caps
     # One evaluation graph for every validation.
     assert metrics["performance"]["retraces"] == 0 and "input pipeline eval:" in printed
 
-    loaded = tf.saved_model.load(metrics["serving_model_dir"])
+    _assert_serves(metrics["serving_model_dir"])
+
+
+def _assert_serves(model_dir: str) -> None:
+    """The exported model scores an image into one probability per class."""
+    loaded = tf.saved_model.load(model_dir)
     outputs = loaded.signatures[export.IMAGES_SIGNATURE](
         images=tf.constant([image_files.jpeg(seed=50)])
     )
@@ -188,7 +193,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(shard_pattern, tmp_path):
     assert resumed["resumed_from_step"] == killed_at
     assert resumed["optimizer_steps"] == 100 * resumed["steps_per_epoch"]
     assert not checkpoints.exists()
-    assert tf.saved_model.load(resumed["serving_model_dir"]) is not None
+    _assert_serves(resumed["serving_model_dir"])
 
 
 def _free_ports(count: int) -> list[int]:
@@ -232,7 +237,7 @@ def test_two_workers_train_together_and_only_the_chief_exports(shard_pattern, tm
     assert chief["chief"] and not worker["chief"]
     assert chief["serving_model_dir"] == str(tmp_path / "serving_model")
     assert worker["serving_model_dir"] is None
-    assert tf.saved_model.load(chief["serving_model_dir"]) is not None
+    _assert_serves(chief["serving_model_dir"])
     assert (tmp_path / "worker0" / "performance_report.json").exists()
     assert not (tmp_path / "worker1").exists()  # no summaries, report or export from the worker
 

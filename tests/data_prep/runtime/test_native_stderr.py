@@ -46,7 +46,7 @@ def test_a_child_forked_inside_a_capture_starts_with_none_and_captures_its_own(c
         pid = os.fork()
         if pid == 0:  # the child: fd 2 restored, its own capture keeps its own text
             os.close(reader)
-            signal.alarm(10)  # killed, so the test fails, if the capture hangs
+            signal.alarm(120)  # killed, so the test fails, if the capture hangs
             with capture_native_stderr() as text:
                 os.write(2, b"child decoder\n")
             os.write(2, b"child after\n")

@@ -4,8 +4,6 @@ import logging
 import threading
 import time
 
-import pytest
-
 from data_prep.runtime import progress
 
 
@@ -39,16 +37,19 @@ def test_counter_adds_up_every_thread_of_a_run():
 def test_counter_says_a_line_is_due_at_a_runs_first_add_then_every_few_seconds():
     counter = progress.ProgressCounter(every_s=3600)
     now = time.monotonic()
-    assert counter.add("run-a", 5, now) == (5, pytest.approx(0, abs=1))
-    assert counter.add("run-a", 5, now) is None
-    assert counter.add("run-b", 1, now) == (1, pytest.approx(0, abs=1))
+    first, again, other = (counter.add(run, 5, now) for run in ("run-a", "run-a", "run-b"))
+    since = time.monotonic() - now  # seconds a line can report, however slow this machine is
+    assert first[0] == 5 and 0 <= first[1] <= since
+    assert again is None
+    assert other[0] == 5 and 0 <= other[1] <= since
 
 
 def test_counter_times_a_run_from_when_its_first_work_began():
     """The first line has a rate: its seconds include the first bundle's own work."""
     counter = progress.ProgressCounter(every_s=3600)
-    done, seconds = counter.add("run-a", 64, time.monotonic() - 2.0)
-    assert done == 64 and seconds == pytest.approx(2.0, abs=0.5)
+    began = time.monotonic() - 2.0
+    done, seconds = counter.add("run-a", 64, began)
+    assert done == 64 and 2.0 <= seconds <= time.monotonic() - began
 
 
 def test_notice_lines_parse_back(caplog):

@@ -2,6 +2,7 @@
 reason and the bound it overran; the next item gets a new child; exceptions come back."""
 
 import ctypes
+import dataclasses
 import os
 import pickle
 import signal
@@ -14,7 +15,10 @@ from data_prep.runtime import supervised
 from data_prep.runtime.supervised import Bounds, Failure, SupervisedWorker
 from tests.data_prep.runtime.processes import alive
 
-BOUNDS = Bounds(memory_bytes=256 * 1024 * 1024, timeout_s=1.0)
+# Ordinary items get a time bound that no busy machine reaches; the one short bound is met only
+# by an item that never answers, so the machine's load cannot decide a test.
+BOUNDS = Bounds(memory_bytes=256 * 1024 * 1024, timeout_s=120.0)
+HANG_BOUNDS = dataclasses.replace(BOUNDS, timeout_s=1.0)
 
 
 # Run in the child: module-level functions, pickled by name.
@@ -49,7 +53,6 @@ def test_items_run_in_one_child_of_this_process_until_it_dies(worker):
     [
         ("segfault", supervised.DECODER_CRASHED, "SIGSEGV"),
         ("abort", supervised.DECODER_CRASHED, "SIGABRT"),
-        ("hang", supervised.DECODE_TIMEOUT, "decode_timeout_s 1 s"),
         ("over-allocate", supervised.DECODER_MEMORY, f"decoder_memory_bytes {256 * 1024 * 1024}"),
     ],
 )
@@ -64,6 +67,19 @@ def test_a_bad_item_costs_itself_only_and_the_next_one_gets_a_new_child(
     assert isinstance(after, int) and after != before
     with pytest.raises(ProcessLookupError):  # the dead child was reaped or killed, not left
         os.kill(before, 0)
+
+
+def test_an_item_that_never_answers_fails_at_the_time_bound_and_its_child_is_killed():
+    worker = SupervisedWorker(_behave, HANG_BOUNDS)
+    hung = worker._ready_child().pid  # the child the next item goes to
+    try:
+        failure = worker.call("hang")
+    finally:
+        worker.close()
+    assert isinstance(failure, Failure) and failure.reason == supervised.DECODE_TIMEOUT
+    assert "decode_timeout_s 1 s" in failure.detail
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left
+        os.kill(hung, 0)
 
 
 def test_an_exception_comes_back_and_the_child_goes_on(worker):
@@ -117,9 +133,8 @@ def test_a_hung_child_whose_parent_died_ends_at_its_alarm():
     pid = os.fork()
     if pid == 0:  # a parent that starts a hanging item, says its child's pid, and dies
         os.close(reader)
-        worker = SupervisedWorker(_behave, Bounds(BOUNDS.memory_bytes, timeout_s=0.5))
-        worker.call("fine")
-        child = worker._child
+        worker = SupervisedWorker(_behave, dataclasses.replace(HANG_BOUNDS, timeout_s=0.5))
+        child = worker._ready_child()
         supervised._write_message(child.requests, pickle.dumps("hang"))  # and never waits
         os.write(writer, str(child.pid).encode())
         os._exit(0)
@@ -127,7 +142,7 @@ def test_a_hung_child_whose_parent_died_ends_at_its_alarm():
     with os.fdopen(reader) as pipe:
         child_pid = int(pipe.read())
     os.waitpid(pid, 0)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # its alarm is due after 3 s; a busy machine is slower
     while alive(child_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(child_pid)
