@@ -34,7 +34,7 @@ AIRFLOW_ENV := AIRFLOW_HOME=$(abspath $(BUILD))/airflow \
 IMAGE ?= imgpipe:latest
 PIPELINE_ROOT ?= gs://YOUR_BUCKET/imgpipe
 
-.PHONY: help setup test test-fast lint run-local run-local-cluster bench bench-gpu orchestrators airflow airflow-test compile-vertex
+.PHONY: help setup system-packages test test-fast lint run-local run-local-cluster bench bench-gpu orchestrators airflow airflow-test compile-vertex
 
 help:
 	@echo "make run-local [DATA=/path/to/images] [SET='trainer.epochs=5 ...']"
@@ -62,11 +62,15 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(BIN)/python -m pip install --quiet --quiet -c constraints.txt -e ".[dev]"
 	@touch $(STAMP)
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q --timeout=1200 --durations=15 $(TEST_WORKERS)
+# The system programs the full suite drives (Chromium, MariaDB): installed when missing.
+system-packages:
+	@.ci/system-packages
+
+test: $(STAMP) system-packages
+	$(BIN)/python -m pytest -q -m "not orchestrators" --timeout=1200 --durations=15 $(TEST_WORKERS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" --timeout=120 $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -m "not slow and not orchestrators" --timeout=120 $(TEST_WORKERS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check data_prep components pipeline benchmarks tests
@@ -106,7 +110,7 @@ $(ORCH_STAMP): pyproject.toml constraints-orchestrators.txt
 		apache-airflow apache-airflow-providers-fab kfp-pipeline-spec pytest pytest-timeout
 	@touch $(ORCH_STAMP)
 
-airflow-test: $(ORCH_STAMP)
+airflow-test: $(ORCH_STAMP) system-packages
 	$(AIRFLOW_ENV) $(ORCH_BIN)/python -m pytest -q --timeout=2400 \
 		tests/pipeline/runners/test_airflow.py tests/pipeline/runners/test_airflow_season.py \
 		tests/pipeline/runners/test_vertex.py

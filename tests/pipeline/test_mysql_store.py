@@ -13,17 +13,14 @@ from pipeline.mlmd_connection import MlmdTarget
 from pipeline.runners.local import run_local
 from tests.mysql_server import mysql_server, server_binaries
 from tests.pipeline.tiny_pipeline import tiny_config, write_images
+from tests.required import require
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        server_binaries() is None, reason="needs MariaDB (apt-get install mariadb-server)"
-    ),
-]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    require(server_binaries(), "MariaDB", "mariadb-server")
     with mysql_server(tmp_path_factory.mktemp("mariadb")) as running:
         yield running
 

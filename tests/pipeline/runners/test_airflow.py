@@ -197,6 +197,7 @@ def airflow_env(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.orchestrators
 def test_shipped_dag_runs_on_the_configured_schedule_one_run_at_a_time(airflow_env):
     env = airflow_env
     inspect = (

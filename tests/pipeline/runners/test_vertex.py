@@ -48,6 +48,7 @@ def _parameters(spec, task):
     }
 
 
+@pytest.mark.orchestrators
 def test_every_component_is_a_task_and_the_baseline_is_resolved_from_metadata(compiled):
     spec, _ = compiled
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
@@ -62,6 +63,7 @@ def test_every_component_is_a_task_and_the_baseline_is_resolved_from_metadata(co
     assert "DataGate" in tasks["Transform"]["dependentTasks"]
 
 
+@pytest.mark.orchestrators
 def test_components_run_in_our_image_with_the_beam_options(compiled):
     spec, _ = compiled
     executors = spec["pipelineSpec"]["deploymentSpec"]["executors"]
@@ -84,6 +86,7 @@ def test_components_run_in_our_image_with_the_beam_options(compiled):
         ]
 
 
+@pytest.mark.orchestrators
 def test_settings_user_code_and_pipeline_root(compiled):
     spec, data = compiled
     assert spec["runtimeConfig"]["gcsOutputDirectory"] == ROOT
@@ -99,6 +102,7 @@ def test_settings_user_code_and_pipeline_root(compiled):
     assert "metadata.db" not in json.dumps(spec)  # Vertex keeps its own ML Metadata
 
 
+@pytest.mark.orchestrators
 def test_the_drift_check_compares_the_span_with_the_given_baseline(compiled):
     spec, _ = compiled
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
@@ -150,6 +154,7 @@ def test_cli_bad_span_fails_before_any_work(tmp_path, capsys):
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.orchestrators
 def test_cli_writes_the_spec_with_beam_options_after_dashes(compiled, tmp_path, capsys):
     from pipeline.cli import main
 

@@ -18,16 +18,19 @@ import pytest
 from pipeline.ui import report
 from tests.pipeline.tiny_pipeline import SECOND_RATE
 from tests.pipeline.two_run_store import DUPLICATE
+from tests.required import require
 
 CHROMIUM = next(
     (found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None
 )
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        CHROMIUM is None, reason="no Chromium on PATH (Debian/Ubuntu: apt-get install chromium)"
-    ),
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chromium():
+    require(CHROMIUM, "Chromium on PATH", "chromium")
+
+
 SCREENSHOT_VIEWPORT = {"width": 1100, "height": 900}
 
 
