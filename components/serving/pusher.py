@@ -3,10 +3,11 @@
 TFX's Pusher copies straight into `<base>/<version>/` (a kill or a full disk leaves half a
 model there, which a model server may try to load), skips the copy when the folder exists yet
 records the push, and never looks at the folder again. Here the model is copied into a hidden
-temporary folder inside the serving root (model servers load numeric folders only), its files
-are compared with the model's, it is loaded and answers its warmup requests in a fresh
-process, and only then is it renamed into place: one step, on the same filesystem. A push that
-did not happen raises, so it is never recorded as pushed. The files pushed (sizes and SHA-256)
+staging folder inside the serving root, named after the pipeline run (staging_name), created
+exclusively and never through a link; its files are compared with the model's, it is loaded
+and answers its warmup requests in a fresh process, and only then is it renamed into place:
+one step, on the same filesystem, under the serving root's lock. A push that did not happen
+raises, so it is never recorded as pushed. The files pushed (sizes and SHA-256)
 are recorded on the PushedModel artifact, so a later run can tell that the folder still holds
 them (`version_problems`) and push again when it does not.
 """
@@ -17,18 +18,19 @@ import hashlib
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
 import uuid
 
-import tensorflow as tf
 from tfx.components.pusher import executor as tfx_pusher
 from tfx.dsl.io import fileio
 from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
+from components.serving import serving_root
 from components.serving.versions import SAVED_MODEL_FILE, VARIABLES_INDEX
 
 LOGGER = logging.getLogger(__name__)
@@ -49,21 +51,26 @@ def file_manifest(folder: str) -> dict[str, list]:
     for directory, _, names in fileio.walk(folder):
         for name in names:
             path = os.path.join(directory, name)
-            digest = hashlib.sha256()
-            size = 0
-            with fileio.open(path, "rb") as handle:
-                while block := handle.read(1 << 20):
-                    digest.update(block)
-                    size += len(block)
-            manifest[os.path.relpath(path, folder)] = [size, digest.hexdigest()]
+            manifest[os.path.relpath(path, folder)] = _size_and_digest(path)
     return manifest
+
+
+def _size_and_digest(path: str) -> list:
+    digest = hashlib.sha256()
+    size = 0
+    with fileio.open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+    return [size, digest.hexdigest()]
 
 
 def manifest_problems(expected: dict[str, list], found: dict[str, list]) -> list[str]:
     """How found differs from expected, one phrase per file (at most a few)."""
     problems = [f"{name} is missing" for name in sorted(set(expected) - set(found))]
     problems += [
-        f"{name} differs ({found[name][0]} bytes, pushed {expected[name][0]})"
+        f"{name} differs (SHA-256 {found[name][1][:12]}, {found[name][0]} bytes; pushed "
+        f"{expected[name][1][:12]}, {expected[name][0]} bytes)"
         for name in sorted(set(expected) & set(found))
         if found[name] != expected[name]
     ]
@@ -71,42 +78,41 @@ def manifest_problems(expected: dict[str, list], found: dict[str, list]) -> list
     return problems[:5]
 
 
+def staging_name(run_id: str | None) -> str:
+    """The hidden folder a run stages its push in (model servers load numbered folders only).
+    It carries the pipeline run's id, which the run recorded in ML Metadata before it started,
+    so a later run of the same store can prove the folder is its own (serving_folder.py)."""
+    token = re.sub(r"[^A-Za-z0-9._-]", "_", run_id) if run_id else uuid.uuid4().hex
+    return f"{TEMPORARY_PREFIX}{token}"
+
+
 def version_problems(version_dir: str, recorded_files: str | None) -> list[str]:
-    """Why a pushed version folder no longer holds what was pushed (a file gone, or of another
-    size); empty when it does. Files added since (the model card, placed beside the model) are
-    no problem. Sizes only, so that checking every push of a pipeline on each run costs a few
-    stat calls, not reading the models. recorded_files: the PUSHED_FILES property (JSON); None
-    for a push recorded without it (then the folder must hold a SavedModel with its
-    variables)."""
+    """Why a pushed version folder no longer holds what was pushed (a file gone, changed by a
+    single bit, or reached through a link); empty when it does. Files added since (the model
+    card, placed beside the model) are no problem. Every file is read and compared with the
+    SHA-256 recorded at the push. recorded_files: the PUSHED_FILES property (JSON); None for a
+    push recorded without it (then the folder must hold a SavedModel with its variables)."""
+    if serving_root.is_local(version_dir) and os.path.islink(version_dir):
+        return ["the folder is a link now"]
     if not fileio.isdir(version_dir):
         return ["the folder is gone"]
     if recorded_files is None:
         missing = [n for n in (SAVED_MODEL_FILE, VARIABLES_INDEX) if not _exists(version_dir, n)]
         return [f"{name} is missing" for name in missing]
-    expected = {name: [size] for name, (size, _) in json.loads(recorded_files).items()}
-    found = {}
+    expected = json.loads(recorded_files)
+    found, linked = {}, []
+    real_dir = os.path.realpath(version_dir) if serving_root.is_local(version_dir) else None
     for name in expected:
         path = os.path.join(version_dir, name)
-        if fileio.exists(path):
-            found[name] = [tf.io.gfile.stat(path).length]
-    return manifest_problems(expected, found)
-
-
-def leftovers(base_directory: str) -> list[str]:
-    """Folders in a serving root that no push finished: temporary folders of a push that was
-    stopped, and version folders without a SavedModel or its variables (a copy that was cut
-    short, or files removed since)."""
-    if not fileio.isdir(base_directory):
-        return []
-    found = []
-    for name in sorted(_names(base_directory)):
-        path = os.path.join(base_directory, name)
-        if name.startswith(TEMPORARY_PREFIX):
-            found.append(path)
-        elif name.isdigit() and fileio.isdir(path):
-            if not (_exists(path, SAVED_MODEL_FILE) and _exists(path, VARIABLES_INDEX)):
-                found.append(path)
-    return found
+        if (
+            real_dir
+            and os.path.lexists(path)
+            and (os.path.islink(path) or os.path.realpath(path) != os.path.join(real_dir, name))
+        ):
+            linked.append(f"{name} is reached through a link")
+        elif fileio.exists(path):
+            found[name] = _size_and_digest(path)
+    return (linked + manifest_problems(expected, found))[:5]
 
 
 def serve_problems_in_fresh_process(model_dir: str) -> list[str]:
@@ -133,14 +139,19 @@ def next_version(base_directory: str) -> str:
     return str(max([int(time.time()), *(number + 1 for number in existing)]))
 
 
-def push(model_dir: str, base_directory: str) -> tuple[str, str, dict[str, list]]:
+def push(model_dir: str, base_directory: str, staging: str) -> tuple[str, str, dict[str, list]]:
     """Copies, verifies and renames model_dir into a new version under base_directory:
-    (version, its folder, its files). Raises PushError, leaving no folder behind, when the copy
-    is incomplete, does not serve, or the version folder appeared meanwhile."""
-    fileio.makedirs(base_directory)
-    temporary = os.path.join(base_directory, f"{TEMPORARY_PREFIX}{uuid.uuid4().hex}")
+    (version, its folder, its files). staging: the folder's name while it is copied and checked
+    (staging_name), created here, never taken over. Raises PushError, leaving no folder behind,
+    when the copy is incomplete, does not serve, or the version folder appeared meanwhile."""
+    temporary = os.path.join(base_directory, staging)
+    with serving_root.locked(base_directory):
+        fileio.makedirs(base_directory)
+        if fileio.exists(temporary) or os.path.lexists(temporary):
+            raise PushError(f"{temporary} exists already; nothing was pushed")
+        fileio.mkdir(temporary)
     try:
-        io_utils.copy_dir(model_dir, temporary)
+        _copy_into(model_dir, temporary)
         files = file_manifest(temporary)
         problems = manifest_problems(file_manifest(model_dir), files)
         if problems:
@@ -148,15 +159,35 @@ def push(model_dir: str, base_directory: str) -> tuple[str, str, dict[str, list]
         problems = serve_problems_in_fresh_process(temporary)
         if problems:
             raise PushError(f"the copy in {temporary} does not serve: {'; '.join(problems)}")
-        version = next_version(base_directory)
-        destination = os.path.join(base_directory, version)
-        if fileio.exists(destination):
-            raise PushError(f"{destination} already exists; nothing was pushed")
-        fileio.rename(temporary, destination, overwrite=False)
+        with serving_root.locked(base_directory):
+            version = next_version(base_directory)
+            destination = os.path.join(base_directory, version)
+            if fileio.exists(destination) or os.path.lexists(destination):
+                raise PushError(f"{destination} already exists; nothing was pushed")
+            fileio.rename(temporary, destination, overwrite=False)
     finally:
+        _remove_own(temporary, base_directory)
+    return version, destination, files
+
+
+def _copy_into(source: str, target: str) -> None:
+    """Copies the files under source into the empty folder target, overwriting nothing (TFX's
+    copy_dir first deletes the target recursively, following links)."""
+    for directory, _, names in fileio.walk(source):
+        into = os.path.join(target, os.path.relpath(directory, source))
+        fileio.makedirs(into)
+        for name in names:
+            fileio.copy(os.path.join(directory, name), os.path.join(into, name), overwrite=False)
+
+
+def _remove_own(temporary: str, base_directory: str) -> None:
+    """Removes the staging folder this push created, when it is still there."""
+    if not serving_root.is_local(temporary):
         if fileio.exists(temporary):
             fileio.rmtree(temporary)
-    return version, destination, files
+        return
+    with serving_root.locked(base_directory):
+        serving_root.remove_staged(temporary, base_directory)
 
 
 class Executor(tfx_pusher.Executor):
@@ -183,7 +214,8 @@ class Executor(tfx_pusher.Executor):
         # The archived copy TFX keeps comes first, so that the rename into place is the last step
         # before TFX records the push: a kill leaves an unrecorded version only in between.
         io_utils.copy_dir(model_dir, pushed_model.uri)
-        version, version_dir, files = push(model_dir, base_directory)
+        run_id = self._context.pipeline_run_id if self._context else None
+        version, version_dir, files = push(model_dir, base_directory, staging_name(run_id))
         LOGGER.info("model %s pushed to %s", model_dir, version_dir)
         pushed_model.set_int_custom_property(PUSHED, 1)
         pushed_model.set_string_custom_property(DESTINATION, version_dir)

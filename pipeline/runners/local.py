@@ -68,7 +68,8 @@ def run_local(
     lock = run_guard.exclusive_run(config.metadata_path, config.name, wait, on_wait)
     with lock as (holder, previous):
         run_guard.mark_orphans(store, config.name, previous)
-        for line in repair_serving_folder(store, os.path.join(config.serving_dir, config.name)):
+        serving_folder = os.path.join(config.serving_dir, config.name)
+        for line in repair_serving_folder(store, serving_folder, config.name):
             say(line)
         data = take_snapshot(config.ingest.input, store, config.name)
         check_data_fits(config, data.files)

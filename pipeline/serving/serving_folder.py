@@ -1,11 +1,13 @@
 """Before a run: the pipeline's serving folder holds what ML Metadata says was pushed there.
 
 A cached Pusher would report an earlier push again without looking at its folder. A push whose
-version folder is gone, or no longer holds the files pushed (components/serving/pusher.py records
-them), is marked DELETED in ML Metadata: TFX answers a component from its cache only when every
-output
-artifact is LIVE, so the Pusher of this run pushes again. Then what no push finished (temporary
-folders of a stopped push, version folders without a whole SavedModel) is removed.
+version folder is gone, or no longer holds the files pushed (their SHA-256 recorded by
+components/serving/pusher.py), is marked DELETED in ML Metadata: TFX answers a component from
+its cache only when every output artifact is LIVE, so the Pusher of this run pushes again. A
+changed version folder is renamed aside, never deleted, so a model server falls back to the
+newest whole version. The staging folders of this pipeline's earlier runs (named after runs
+this store recorded, and that are over: the caller holds the pipeline's lock and has marked
+dead runs failed) are removed. Anything else in the folder is not imgpipe's, and stays.
 """
 
 from __future__ import annotations
@@ -14,14 +16,32 @@ import os
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
-from tfx.dsl.io import fileio
 
-from components.serving import pusher
+from components.serving import pusher, serving_root
+from pipeline import run_guard
 
 
-def repair_serving_folder(store: metadata_store.MetadataStore, base_directory: str) -> list[str]:
-    """Marks the pushes under base_directory whose folder no longer holds them, removes the
-    leftovers of unfinished pushes; one line per thing done, for the console."""
+def repair_serving_folder(
+    store: metadata_store.MetadataStore, base_directory: str, pipeline: str
+) -> list[str]:
+    """Marks the pushes under base_directory whose folder no longer holds them (moving a
+    changed folder aside), removes the staging folders of the pipeline's finished runs; one
+    line per thing done, for the console. Takes the serving folder's lock."""
+    if not serving_root.is_local(base_directory) or not os.path.isdir(base_directory):
+        return []
+    with serving_root.locked(base_directory):
+        lines = _check_pushes(store, base_directory)
+        if lines:  # a push is no longer served
+            versions = serving_root.serving_versions(base_directory)
+            serves = f"version {versions[0]}" if versions else "no version"
+            lines.append(f"{serves} of {base_directory} serves now")
+        for path in _finished_staging(store, base_directory, pipeline):
+            if serving_root.remove_staged(path, base_directory):
+                lines.append(f"removed {path}: the staging folder of a push that did not finish")
+    return lines
+
+
+def _check_pushes(store: metadata_store.MetadataStore, base_directory: str) -> list[str]:
     lines = []
     base = os.path.abspath(base_directory).rstrip("/") + "/"
     for artifact in store.get_artifacts_by_type("PushedModel"):
@@ -41,14 +61,35 @@ def repair_serving_folder(store: metadata_store.MetadataStore, base_directory: s
             else None
         )
         problems = pusher.version_problems(destination, recorded)
-        if problems:
-            artifact.state = mlmd_pb2.Artifact.DELETED
-            store.put_artifacts([artifact])
-            lines.append(
-                f"pushed model {destination} no longer holds what was pushed "
-                f"({'; '.join(problems)}): it is pushed again"
-            )
-    for leftover in pusher.leftovers(base_directory):
-        fileio.rmtree(leftover)
-        lines.append(f"removed {leftover}: a push that did not finish, or an incomplete model")
+        if not problems:
+            continue
+        artifact.state = mlmd_pb2.Artifact.DELETED
+        store.put_artifacts([artifact])
+        line = f"pushed model {destination} no longer holds what was pushed ({'; '.join(problems)})"
+        aside = None
+        if os.path.dirname(destination) == os.path.abspath(base_directory):
+            aside = serving_root.move_aside(destination, base_directory)
+        if aside:
+            line += f": moved aside to {aside}"
+        lines.append(f"{line}; it is pushed again when its model is still blessed")
     return lines
+
+
+def _finished_staging(
+    store: metadata_store.MetadataStore, base_directory: str, pipeline: str
+) -> list[str]:
+    """The staging folders in base_directory named after runs of the pipeline that this store
+    recorded and that are over."""
+    finished = {
+        pusher.staging_name(context.name)
+        for context in store.get_contexts_by_type(run_guard.RUN_CONTEXT)
+        if context.custom_properties.get(run_guard.RUN_PIPELINE, mlmd_pb2.Value()).string_value
+        == pipeline
+        and context.custom_properties.get(run_guard.RUN_STATE, mlmd_pb2.Value()).string_value
+        not in ("", run_guard.RUNNING)
+    }
+    return [
+        os.path.join(base_directory, name)
+        for name in sorted(os.listdir(base_directory))
+        if name.startswith(pusher.TEMPORARY_PREFIX) and name in finished
+    ]

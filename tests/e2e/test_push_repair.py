@@ -1,6 +1,7 @@
 """A pushed model whose files were removed is pushed again by the next, otherwise cached, run;
-the broken folder is cleaned up with a line, and a whole one (its model card beside it) is
-reused; a run report that cannot be written costs the run one line, not its outcome."""
+the broken folder is moved aside (never deleted) with a line, and a whole one (its model card
+beside it) is reused; a run report that cannot be written costs the run one line, not its
+outcome."""
 
 import os
 import shutil
@@ -35,8 +36,10 @@ def test_a_pushed_model_without_its_variables_is_pushed_again_by_a_cached_rerun(
     assert second.pushed_to != first.pushed_to
     assert tf.saved_model.load(second.pushed_to).signatures  # loads
     assert not os.path.exists(first.pushed_to)
+    assert os.path.isfile(os.path.join(f"{first.pushed_to}.broken", "model_card.md"))
     assert lines[0].startswith(f"pushed model {first.pushed_to} no longer holds what was pushed")
-    assert lines[1].startswith(f"removed {first.pushed_to}: ")
+    assert f"moved aside to {first.pushed_to}.broken" in lines[0]
+    assert lines[1] == f"no version of {os.path.dirname(first.pushed_to)} serves now"
     assert lines[2].startswith("the run report could not be written to ")
     assert len(lines) == 3
 

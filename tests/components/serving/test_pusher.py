@@ -1,6 +1,6 @@
 """The Pusher: a version folder appears whole and verified or not at all, a push that did not
-happen raises, what it pushed is recorded and later checked, and what no push finished is
-found."""
+happen raises, what it pushed is recorded and later checked by SHA-256, and it stages only in
+a folder it created."""
 
 import json
 import os
@@ -11,7 +11,7 @@ from google.protobuf import json_format
 from tfx import v1 as tfx
 from tfx.types import standard_artifacts
 
-from components.serving import pusher
+from components.serving import pusher, serving_root
 from components.training import serving_assets
 from tests.components.training.conftest import LABEL_NAMES
 
@@ -58,7 +58,7 @@ def test_a_blessed_model_is_pushed_whole_and_recorded_with_its_files(model_artif
     version = pushed.get_string_custom_property(pusher.VERSION)
     folder = pushed.get_string_custom_property(pusher.DESTINATION)
     assert folder == str(tmp_path / "serving" / version)
-    assert os.listdir(tmp_path / "serving") == [version]  # no temporary folder left
+    assert sorted(os.listdir(tmp_path / "serving")) == [serving_root.LOCK_FILE, version]
     files = json.loads(pushed.get_string_custom_property(pusher.PUSHED_FILES))
     assert files == pusher.file_manifest(_model_dir(model_artifact))
     assert {pusher.SAVED_MODEL_FILE, pusher.VARIABLES_INDEX} <= set(files)
@@ -78,8 +78,8 @@ def test_a_copy_that_does_not_serve_in_a_fresh_process_is_not_put_in_place(
 ):
     broken = _broken_copy(model_artifact, tmp_path)
     with pytest.raises(pusher.PushError, match=r"does not serve: .*not \(1, 2\)"):
-        pusher.push(broken, str(tmp_path / "serving"))
-    assert os.listdir(tmp_path / "serving") == []  # the temporary copy is gone too
+        pusher.push(broken, str(tmp_path / "serving"), pusher.staging_name("run-1"))
+    assert os.listdir(tmp_path / "serving") == [serving_root.LOCK_FILE]  # no staged copy
 
 
 def test_a_version_folder_that_appears_meanwhile_is_never_taken_for_a_push(
@@ -90,8 +90,22 @@ def test_a_version_folder_that_appears_meanwhile_is_never_taken_for_a_push(
     monkeypatch.setattr(pusher, "serve_problems_in_fresh_process", lambda model_dir: [])
     monkeypatch.setattr(pusher, "next_version", lambda base: "100")
     with pytest.raises(pusher.PushError, match="100 already exists; nothing was pushed"):
-        pusher.push(_model_dir(model_artifact), str(serving))
-    assert os.listdir(serving) == ["100"] and os.listdir(serving / "100") == []
+        pusher.push(_model_dir(model_artifact), str(serving), pusher.staging_name("run-1"))
+    assert sorted(os.listdir(serving)) == [serving_root.LOCK_FILE, "100"]
+    assert os.listdir(serving / "100") == []
+
+
+def test_a_staging_folder_that_exists_is_never_taken_over(model_artifact, tmp_path):
+    serving = tmp_path / "serving"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "data").write_bytes(b"theirs")
+    serving.mkdir()
+    os.symlink(outside, serving / pusher.staging_name("run:1"))
+    with pytest.raises(pusher.PushError, match="exists already; nothing was pushed"):
+        pusher.push(_model_dir(model_artifact), str(serving), pusher.staging_name("run:1"))
+    assert os.listdir(outside) == ["data"] and (outside / "data").read_bytes() == b"theirs"
+    assert os.path.islink(serving / ".pushing-run_1")
 
 
 def test_versions_count_up_from_the_highest_there(tmp_path):
@@ -117,22 +131,21 @@ def test_a_pushed_folder_is_checked_against_the_files_pushed(model_artifact, tmp
     assert pusher.version_problems(str(tmp_path / "2"), recorded) == ["the folder is gone"]
 
 
-def test_leftovers_are_temporary_folders_and_versions_without_a_whole_model(
-    model_artifact, tmp_path
-):
-    whole = tmp_path / "1"
-    shutil.copytree(_model_dir(model_artifact), whole)
-    no_graph = tmp_path / "2"
-    shutil.copytree(whole, no_graph)
-    os.remove(no_graph / pusher.SAVED_MODEL_FILE)  # a copy cut short before its last file
-    no_variables = tmp_path / "3"
-    shutil.copytree(whole, no_variables)
-    shutil.rmtree(no_variables / "variables")
-    (tmp_path / f"{pusher.TEMPORARY_PREFIX}abc").mkdir()
-    (tmp_path / "README").write_text("not a version")
-    assert pusher.leftovers(str(tmp_path)) == [
-        str(tmp_path / f"{pusher.TEMPORARY_PREFIX}abc"),
-        str(no_graph),
-        str(no_variables),
-    ]
-    assert pusher.leftovers(str(tmp_path / "none")) == []
+def test_a_pushed_file_changed_in_one_bit_or_replaced_by_a_link_is_found(model_artifact, tmp_path):
+    folder = tmp_path / "1"
+    shutil.copytree(_model_dir(model_artifact), folder)
+    recorded = json.dumps(pusher.file_manifest(str(folder)))
+    data = next((folder / "variables").glob("variables.data-*"))
+    original = data.read_bytes()
+    content = bytearray(original)
+    content[len(content) // 2] ^= 1
+    data.write_bytes(bytes(content))
+    [problem] = pusher.version_problems(str(folder), recorded)
+    assert problem.startswith(f"variables/{data.name} differs (SHA-256 ")
+    data.write_bytes(original)
+    shutil.copy(folder / pusher.SAVED_MODEL_FILE, tmp_path / "copy.pb")
+    os.remove(folder / pusher.SAVED_MODEL_FILE)
+    os.symlink(tmp_path / "copy.pb", folder / pusher.SAVED_MODEL_FILE)
+    assert f"{pusher.SAVED_MODEL_FILE} is reached through a link" in pusher.version_problems(
+        str(folder), recorded
+    )

@@ -1,6 +1,9 @@
-"""Before a run: a push whose folder no longer holds it is marked so the Pusher runs again, and
-what no push finished is removed, each with a line."""
+"""Before a run: a push whose folder no longer holds it is marked so the Pusher runs again and
+its folder is moved aside; only the staging folders of this pipeline's finished runs are
+removed; whatever else the serving folder holds (links, other tools' folders, other runs'
+pushes) stays byte for byte."""
 
+import hashlib
 import json
 import os
 
@@ -8,7 +11,10 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components.serving import pusher
+from pipeline import run_guard
 from pipeline.serving.serving_folder import repair_serving_folder
+
+PIPELINE = "pipe"
 
 
 def _store() -> metadata_store.MetadataStore:
@@ -27,6 +33,13 @@ def _record_push(store, folder: str, files: dict) -> int:
     return artifact_id
 
 
+def _record_run(store, run_id: str, state: str, pipeline: str = PIPELINE) -> None:
+    holder = run_guard.Holder(1, "host", "2026-01-01T00:00:00+00:00")
+    run_guard.begin_run(store, run_id, pipeline, holder)
+    if state != run_guard.RUNNING:
+        run_guard.end_run(store, run_id, state)
+
+
 def _version(folder) -> dict:
     os.makedirs(folder / "variables")
     (folder / pusher.SAVED_MODEL_FILE).write_bytes(b"graph")
@@ -34,34 +47,102 @@ def _version(folder) -> dict:
     return pusher.file_manifest(str(folder))
 
 
-def test_a_push_that_lost_its_variables_is_marked_and_its_folder_removed(tmp_path):
+def _snapshot(root) -> dict:
+    """Every entry under root, links not followed: kind and content digest or link target."""
+    found = {}
+    for directory, folders, names in os.walk(root):
+        for name in folders + names:
+            path = os.path.join(directory, name)
+            if os.path.islink(path):
+                found[path] = ("link", os.readlink(path))
+            elif os.path.isdir(path):
+                found[path] = ("dir",)
+            else:
+                with open(path, "rb") as handle:
+                    found[path] = ("file", hashlib.sha256(handle.read()).hexdigest())
+    return found
+
+
+def test_a_changed_push_is_marked_and_moved_aside_and_the_newest_whole_one_serves(tmp_path):
     store = _store()
-    base = tmp_path / "serving" / "pipe"
-    files = _version(base / "100")
-    damaged = _record_push(store, str(base / "100"), files)
-    healthy = _record_push(store, str(base / "101"), _version(base / "101"))
-    elsewhere = _record_push(store, str(tmp_path / "other" / "1"), files)  # another pipeline's
-    os.remove(base / "100" / pusher.VARIABLES_INDEX)
-    (base / f"{pusher.TEMPORARY_PREFIX}x").mkdir()
+    base = tmp_path / "serving" / PIPELINE
+    healthy = _record_push(store, str(base / "100"), _version(base / "100"))
+    flipped = _record_push(store, str(base / "101"), _version(base / "101"))
+    elsewhere = _record_push(store, str(tmp_path / "other" / "1"), _version(tmp_path / "o"))
+    (base / "101" / pusher.VARIABLES_INDEX).write_bytes(b"indey")  # one bit, the same size
 
-    lines = repair_serving_folder(store, str(base))
+    lines = repair_serving_folder(store, str(base), PIPELINE)
 
-    states = {a.id: a.state for a in store.get_artifacts_by_id([damaged, healthy, elsewhere])}
+    states = {a.id: a.state for a in store.get_artifacts_by_id([healthy, flipped, elsewhere])}
     assert states == {
-        damaged: mlmd_pb2.Artifact.DELETED,
         healthy: mlmd_pb2.Artifact.LIVE,
+        flipped: mlmd_pb2.Artifact.DELETED,
         elsewhere: mlmd_pb2.Artifact.LIVE,
     }
-    assert lines == [
-        f"pushed model {base / '100'} no longer holds what was pushed "
-        "(variables/variables.index is missing): it is pushed again",
-        f"removed {base / f'{pusher.TEMPORARY_PREFIX}x'}: a push that did not finish, "
-        "or an incomplete model",
-        f"removed {base / '100'}: a push that did not finish, or an incomplete model",
-    ]
-    assert sorted(os.listdir(base)) == ["101"]
-    assert repair_serving_folder(store, str(base)) == []  # nothing left to do
+    assert lines[0].startswith(f"pushed model {base / '101'} no longer holds what was pushed ")
+    assert "variables/variables.index differs (SHA-256 " in lines[0]
+    assert lines[0].endswith(
+        f": moved aside to {base / '101.broken'}; it is pushed again when its model is still "
+        "blessed"
+    )
+    assert lines[1:] == [f"version 100 of {base} serves now"]
+    assert sorted(os.listdir(base)) == [".imgpipe-serving.lock", "100", "101.broken"]
+    assert (base / "101.broken" / pusher.VARIABLES_INDEX).read_bytes() == b"indey"
+    assert repair_serving_folder(store, str(base), PIPELINE) == []  # nothing left to do
+
+
+def test_only_the_staging_folders_of_finished_runs_of_this_store_are_removed(tmp_path):
+    store = _store()
+    base = tmp_path / "serving" / PIPELINE
+    outside = tmp_path / "deployed"
+    (outside / "keep").mkdir(parents=True)
+    (outside / "keep" / "model.tflite").write_bytes(b"another team's model")
+    base.mkdir(parents=True)
+    os.symlink(outside, base / "7")  # a version deployed by a link, no SavedModel in it
+    (base / "8").mkdir()  # another tool's numbered folder
+    (base / "8" / "model.tflite").write_bytes(b"tflite")
+    (base / ".pushing-x").write_bytes(b"a file")
+    (base / pusher.staging_name("other-store-run")).mkdir()
+    _record_run(store, "running-run", run_guard.RUNNING)
+    (base / pusher.staging_name("running-run")).mkdir()
+    _record_run(store, "other-pipeline-run", run_guard.FAILED, pipeline="other")
+    (base / pusher.staging_name("other-pipeline-run")).mkdir()
+    _record_run(store, "2026-01-01T10:00:00.5", run_guard.FAILED)
+    os.symlink(outside, base / pusher.staging_name("2026-01-01T10:00:00.5"))
+    _record_run(store, "2026-01-01T11:00:00.5", run_guard.INTERRUPTED)
+    staged = base / pusher.staging_name("2026-01-01T11:00:00.5")
+    (staged / "variables").mkdir(parents=True)
+    os.symlink(outside / "keep", staged / "variables" / "link")
+    before = _snapshot(tmp_path)
+
+    lines = repair_serving_folder(store, str(base), PIPELINE)
+
+    assert lines == [f"removed {staged}: the staging folder of a push that did not finish"]
+    after = _snapshot(tmp_path)
+    removed = {path for path in before if path.startswith(str(staged))}
+    assert {p: v for p, v in before.items() if p not in removed} == {
+        p: v for p, v in after.items() if not p.endswith(".imgpipe-serving.lock")
+    }
+
+
+def test_a_push_whose_folder_became_a_link_is_marked_and_the_link_left_alone(tmp_path):
+    store = _store()
+    base = tmp_path / "serving" / PIPELINE
+    files = _version(tmp_path / "elsewhere")
+    base.mkdir(parents=True)
+    os.symlink(tmp_path / "elsewhere", base / "100")
+    pushed = _record_push(store, str(base / "100"), files)
+
+    lines = repair_serving_folder(store, str(base), PIPELINE)
+
+    assert store.get_artifacts_by_id([pushed])[0].state == mlmd_pb2.Artifact.DELETED
+    assert lines[0] == (
+        f"pushed model {base / '100'} no longer holds what was pushed (the folder is a link "
+        "now); it is pushed again when its model is still blessed"
+    )
+    assert os.path.islink(base / "100") and (tmp_path / "elsewhere" / "variables").is_dir()
 
 
 def test_a_serving_folder_that_does_not_exist_needs_nothing(tmp_path):
-    assert repair_serving_folder(_store(), str(tmp_path / "none")) == []
+    assert repair_serving_folder(_store(), str(tmp_path / "none"), PIPELINE) == []
+    assert not (tmp_path / "none").exists()

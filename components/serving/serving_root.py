@@ -1,0 +1,99 @@
+"""What imgpipe may do in a serving root (`<serving_dir>/<name>/`), a folder it shares with
+model servers, other tools and other pipelines.
+
+It removes only a folder it staged itself (a name it recorded) and renames aside a version it
+pushed; it never follows a link to do either, never works outside the root, and leaves every
+entry it has no record of as it is. Two stores that push into one root take its lock (flock on
+a file in the root) around each change, so one never touches the other's push mid-way.
+Remote roots (gs://...) hold no links and take no lock: only local paths are checked here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+
+LOCK_FILE = ".imgpipe-serving.lock"
+ASIDE_SUFFIX = ".broken"
+
+
+def is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def is_real_directory(path: str) -> bool:
+    """A directory itself, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _entry_of(path: str, base_directory: str) -> str:
+    """path's name when path is an entry right inside base_directory; raises otherwise."""
+    parent, name = os.path.split(os.path.abspath(path))
+    if parent != os.path.abspath(base_directory) or name in ("", ".", ".."):
+        raise ValueError(f"{path} is not an entry of {base_directory}")
+    return name
+
+
+@contextlib.contextmanager
+def locked(base_directory: str) -> Iterator[None]:
+    """Holds the serving root's lock for the block (creating the root when it is missing)."""
+    if not is_local(base_directory):
+        yield
+        return
+    os.makedirs(base_directory, exist_ok=True)
+    path = os.path.join(base_directory, LOCK_FILE)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def remove_staged(path: str, base_directory: str) -> bool:
+    """Removes a folder this pipeline staged in base_directory; False (nothing removed) when
+    it is a link, a file, or gone. shutil.rmtree works through file descriptors and never
+    follows a link inside the folder."""
+    _entry_of(path, base_directory)
+    if not is_real_directory(path):
+        return False
+    shutil.rmtree(path)
+    return True
+
+
+def move_aside(path: str, base_directory: str) -> str | None:
+    """Renames a pushed version folder to `<version>.broken` (or .broken.2, ...), a name model
+    servers do not load; returns the new path, None when path is not a real folder (a link is
+    left as it is)."""
+    name = _entry_of(path, base_directory)
+    if not is_real_directory(path):
+        return None
+    for attempt in range(1, 1000):
+        suffix = ASIDE_SUFFIX if attempt == 1 else f"{ASIDE_SUFFIX}.{attempt}"
+        target = os.path.join(base_directory, name + suffix)
+        if not os.path.lexists(target):
+            os.rename(path, target)
+            return target
+    return None
+
+
+def serving_versions(base_directory: str) -> list[str]:
+    """The numbered version folders a model server would load (a link to a folder too),
+    highest first."""
+    try:
+        names = os.listdir(base_directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    versions = [
+        name
+        for name in names
+        if name.isdigit() and os.path.isdir(os.path.join(base_directory, name))
+    ]
+    return sorted(versions, key=int, reverse=True)
