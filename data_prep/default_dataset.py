@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from data_prep.runtime.cores import usable_cores
+from data_prep.writing.local_files import write_atomically
 
 CLASS_NAMES = ("circle", "cross", "ring", "square", "star", "triangle")
 INFO_FILE = "dataset_info.json"
@@ -112,7 +113,7 @@ def drawing_default_dataset(
             task.result()
     finally:
         pool.shutdown(cancel_futures=True)
-    _write_atomic(info_path, (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
+    write_atomically(info_path, (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
 
 
 def _write_class(
@@ -128,7 +129,7 @@ def _write_class(
         image = _render(class_name, image_size, rng)
         buffer = io.BytesIO()
         image.save(buffer, format="JPEG", quality=_JPEG_QUALITY)
-        _write_atomic(os.path.join(class_dir, file_name), buffer.getvalue())
+        write_atomically(os.path.join(class_dir, file_name), buffer.getvalue())
     _remove_stale(class_dir, class_name, set(file_names))
 
 
@@ -152,19 +153,10 @@ def _is_complete(output_dir: str, info_path: str, info: dict) -> bool:
     )
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    """Writes via a hidden temp name and os.replace, so readers see all of the file or none."""
-    directory, name = os.path.split(path)
-    temp_path = os.path.join(directory, f".{name}.tmp")
-    with open(temp_path, "wb") as f:
-        f.write(data)
-    os.replace(temp_path, path)
-
-
 def _remove_stale(class_dir: str, class_name: str, expected: set[str]) -> None:
     """Removes this generator's files that the current parameters no longer produce, including
     temp files a killed run left behind (ingest would reject them as truncated images)."""
-    pattern = re.compile(rf"\.?{re.escape(class_name)}_\d+\.jpg(\.tmp)?")
+    pattern = re.compile(rf"\.?{re.escape(class_name)}_\d+\.jpg((\.[0-9a-f]{{12}})?\.tmp)?")
     for file_name in os.listdir(class_dir):
         if pattern.fullmatch(file_name) and file_name not in expected:
             os.remove(os.path.join(class_dir, file_name))

@@ -46,6 +46,7 @@ from components.validation.data_health import HEALTH_FILE, read_health
 from components.validation.data_health import counts as health_counts
 from data_prep.ingest import IngestOutputs, read_ingest_report
 from data_prep.runtime.terminal import terminal_safe
+from data_prep.writing.local_files import replace_atomically
 
 PACKAGES = (
     "imgpipe",
@@ -426,7 +427,9 @@ def write_card(card: dict, directory: str) -> None:
 def place_beside_pushed_model(
     card_dir: str, tflite_dir: str, tflite_files: list[str], report_dir: str, destination: str
 ) -> None:
-    """Copies the card, the TFLite models and the evaluation into the pushed version folder."""
+    """Copies the card, the TFLite models and the evaluation into the pushed version folder,
+    each local file through a temporary one renamed into place: a full disk or a kill leaves
+    no half file in a folder a model server reads."""
     copies = [(card_dir, name, destination) for name in (CARD_JSON, CARD_MARKDOWN)]
     copies += [
         (tflite_dir, name, os.path.join(destination, TFLITE_DIR))
@@ -442,9 +445,13 @@ def place_beside_pushed_model(
     ]
     for source_dir, name, target_dir in copies:
         tf.io.gfile.makedirs(target_dir)
-        tf.io.gfile.copy(
-            os.path.join(source_dir, name), os.path.join(target_dir, name), overwrite=True
-        )
+        source, target = os.path.join(source_dir, name), os.path.join(target_dir, name)
+        if "://" in target:
+            tf.io.gfile.copy(source, target, overwrite=True)
+            continue
+        with tf.io.gfile.GFile(source, "rb") as reader, replace_atomically(target) as writer:
+            while block := reader.read(1 << 20):
+                writer.write(block)
 
 
 @component
