@@ -125,6 +125,7 @@ class PipelineConfig:
         for field in ("pipeline_root", "metadata_path", "serving_dir"):
             if not getattr(self, field):
                 raise ConfigError(field, "is empty")
+        _check_serving_folder_apart(self)
         if self.schedule is not None and not _valid_schedule(self.schedule):
             raise ConfigError(
                 "schedule",
@@ -144,6 +145,34 @@ class PipelineConfig:
                 "the model on: give a value between 0 and 1",
             )
         return self
+
+
+def _check_serving_folder_apart(config: PipelineConfig) -> None:
+    """The serving folder is shared with model servers and other tools, and a push renames and
+    moves folders in it: it must not hold, or lie inside, the input data or the build folders."""
+    serving = os.path.join(config.serving_dir, config.name)
+    others = {
+        "ingest.input": config.ingest.input,
+        "pipeline_root": config.pipeline_root,
+        "metadata_path": config.metadata_path,
+    }
+    for field, path in others.items():
+        if _overlap(serving, path):
+            raise ConfigError(
+                "serving_dir",
+                f"the serving folder {_resolved(serving)} overlaps {field} {_resolved(path)}: "
+                "give them separate folders",
+            )
+
+
+def _resolved(path: str) -> str:
+    return path if "://" in path else os.path.realpath(path)
+
+
+def _overlap(first: str, second: str) -> bool:
+    """One path is the other or lies inside it (links resolved)."""
+    a, b = _resolved(first).rstrip("/") + "/", _resolved(second).rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
 
 
 def with_absolute_paths(config: PipelineConfig) -> PipelineConfig:

@@ -130,6 +130,30 @@ def test_run_overrides_are_checked_before_any_work(tmp_path, capsys, setting, me
     assert not build.exists()
 
 
+@pytest.mark.parametrize("where", ["data", "build", "link"])
+def test_a_serving_folder_overlapping_the_data_or_the_build_is_refused(tmp_path, capsys, where):
+    images = tmp_path / "ds" / "digits"
+    for label in ("0", "1", "2"):
+        (images / label).mkdir(parents=True)
+        (images / label / "a.png").write_bytes(b"an image")
+    build = tmp_path / "build"
+    serving = {"data": tmp_path / "ds", "build": build / "tfx", "link": tmp_path / "s"}[where]
+    if where == "link":
+        os.symlink(tmp_path / "ds", serving)
+    code = main(
+        ["run", "--data", str(images), "--build-dir", str(build)]
+        + ["--set", f"serving_dir={serving}", "--set", "name=digits"]
+    )
+    assert code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    field, overlapped = (
+        ("pipeline_root", build / "tfx") if where == "build" else ("ingest.input", images)
+    )
+    assert f"overlaps {field} {overlapped}" in line
+    assert line.startswith("imgpipe run: error: serving_dir: the serving folder ")
+    assert sorted(os.listdir(images)) == ["0", "1", "2"] and not build.exists()
+
+
 def _config_args(*argv):
     parser = argparse.ArgumentParser(parents=[options.config_options()])
     return parser.parse_args(list(argv))
