@@ -77,7 +77,9 @@ def _run_predict(args, beam_args: list[str]) -> int:
         if not inputs:
             raise ValueError("name files, folders or manifests to score (FILE or --data)")
         if args.output:
-            check_output_path(args.output)
+            check_output_path(args.output, inputs)
+            if "://" not in args.output:  # a bare name is a file in this folder
+                args.output = os.path.abspath(args.output)
         target = options.store_target(args)
         model_dir, model_id = _model(args, target)
         rows = _score(args, inputs, model_dir, beam_args)
@@ -104,8 +106,9 @@ def _run_predict(args, beam_args: list[str]) -> int:
         if args.output:
             _record(args, target, model_dir, model_id, inputs, rows, labelled)
         if args.explain:
-            written = _explain(rows, model_dir, args.explain)
-            print(f"Grad-CAM overlays: {len(written)} in {args.explain}")
+            written, kept = _explain(rows, model_dir, args.explain)
+            there = f" ({len(kept)} already there, kept)" if kept else ""
+            print(f"Grad-CAM overlays: {len(written)} in {args.explain}{there}")
     except Exception as error:  # noqa: BLE001  one line, never a traceback
         code, message = describe_failure(error, None)
         print(f"imgpipe predict: error: {message}", file=sys.stderr)
@@ -145,7 +148,7 @@ def _score(args, inputs: list[str], model_dir: str, beam_args: list[str]):
     return predict(inputs, model_dir, settings, args.output, tuple(beam_args))
 
 
-def _explain(rows, model_dir: str, folder: str) -> list[str]:
+def _explain(rows, model_dir: str, folder: str) -> tuple[list[str], list[str]]:
     from data_prep.reading.image_validation import ImageLimits
     from pipeline.serving.predict import write_explanations
 

@@ -36,6 +36,7 @@ from data_prep.reading.sources import (
     list_class_folders,
     read_manifest,
 )
+from data_prep.writing.local_files import create_exclusively
 from pipeline.serving.predictions_file import (
     IGNORED,
     REJECTED,
@@ -281,16 +282,16 @@ def predict(
 
 def write_explanations(
     rows: list[PredictionRow], model_dir: str, folder: str, limits: ImageLimits
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
     """A Grad-CAM overlay PNG (components/evaluation/gradcam.py) of each scored file's top class in
-    folder,
-    named after the file and its bytes; returns their paths. A file changed since it was scored
-    is left out."""
+    folder, named after the file and its bytes: (paths written, paths kept). Each file is
+    created new: one there already (an earlier overlay of the same bytes, or a link) is kept
+    as it is. A file changed since it was scored is left out."""
     from components.evaluation.gradcam import Explainer, overlay
 
     explainer = Explainer(resolve_model_dir(model_dir))
     os.makedirs(folder, exist_ok=True)
-    written = []
+    written, kept = [], []
     scored = [row for row in rows if row.status == SCORED]
     for start in range(0, len(scored), EXPLAIN_CHUNK):
         images = []
@@ -305,7 +306,12 @@ def write_explanations(
         for (row, _), explanation in zip(images, explained, strict=True):
             stem = os.path.splitext(os.path.basename(row.file))[0]
             path = os.path.join(folder, f"{stem}-{row.sha256[:8]}.png")
-            with open(path, "wb") as handle:
+            try:
+                handle = create_exclusively(path)
+            except FileExistsError:
+                kept.append(path)
+                continue
+            with handle:
                 handle.write(overlay(explanation))
             written.append(path)
-    return written
+    return written, kept

@@ -17,6 +17,7 @@ import json
 import os
 
 from data_prep.reading.files import read_file
+from data_prep.writing.local_files import write_atomically
 
 SCORED, REJECTED, IGNORED = "scored", "rejected", "ignored"
 FORMATS = (".csv", ".jsonl")
@@ -108,10 +109,25 @@ class PredictionRow:
         )
 
 
-def check_output_path(path: str) -> None:
-    """Raises ValueError unless the path names a format predictions are written in."""
+def check_output_path(path: str, inputs: list[str]) -> None:
+    """Raises ValueError unless the path names a format predictions are written in and a
+    place that clobbers no input: not an input file or manifest, not inside an input folder
+    (it would be scored next time), not a folder."""
     if not path.lower().endswith(FORMATS):
         raise ValueError(f"--output {path!r} must end with {' or '.join(FORMATS)}")
+    if _URI in path:
+        return
+    if os.path.isdir(path):
+        raise ValueError(f"--output {path} is a folder; name a file in it")
+    target = os.path.realpath(path)
+    for source in inputs:
+        if _URI in source:
+            continue
+        real = os.path.realpath(source)
+        if target == real or (os.path.isdir(real) and target.startswith(real + os.sep)):
+            raise ValueError(
+                f"--output {path} would overwrite or add to the input {source}; write it elsewhere"
+            )
 
 
 def format_rows(rows: list[PredictionRow], path: str) -> str:
@@ -132,12 +148,17 @@ def format_rows(rows: list[PredictionRow], path: str) -> str:
 
 
 def write_rows(rows: list[PredictionRow], path: str) -> None:
-    """Writes the rows sorted by file, on any Beam filesystem."""
+    """Writes the rows sorted by file, on any Beam filesystem; a local file through a temporary
+    one beside it, renamed over it when whole (data_prep/writing/local_files.py)."""
+    ordered = sorted(rows, key=lambda row: row.file)
+    data = format_rows(ordered, path).encode("utf-8")
+    if _URI not in path:
+        write_atomically(path, data)
+        return
     from apache_beam.io.filesystems import FileSystems
 
-    ordered = sorted(rows, key=lambda row: row.file)
     with FileSystems.create(path) as handle:
-        handle.write(format_rows(ordered, path).encode("utf-8"))
+        handle.write(data)
 
 
 def read_rows(path: str) -> list[PredictionRow]:

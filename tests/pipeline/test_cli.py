@@ -281,3 +281,25 @@ def test_too_little_data_is_a_settings_error_before_any_component(tmp_path, caps
         "(--set trainer.batch_size=8) or add images"
     ) in err
     assert not (build / "tfx" / "ImageExampleGen").exists()
+
+
+def test_predict_refuses_an_output_that_is_an_input_or_a_folder_before_any_work(tmp_path, capsys):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "a.png").write_bytes(b"an image")
+    manifest = tmp_path / "list.csv"
+    manifest.write_text("path\nphotos/a.png\n")
+    model = str(tmp_path / "no-model")
+    (tmp_path / "out.csv").mkdir()
+    cases = [
+        ([str(manifest)], str(manifest), "would overwrite or add to the input"),
+        ([str(photos)], str(photos / "p.csv"), "would overwrite or add to the input"),
+        ([str(manifest)], str(tmp_path / "out.csv"), "is a folder; name a file in it"),
+    ]
+    for inputs, output, message in cases:
+        code = main(["predict", "--model", model, "--output", output, *inputs])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and line.startswith("imgpipe predict: error: --output ")
+        assert message in line
+    assert manifest.read_text() == "path\nphotos/a.png\n"
+    assert os.listdir(photos) == ["a.png"]

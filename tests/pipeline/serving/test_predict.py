@@ -4,6 +4,7 @@ its status and reason while the others are still answered; one row per file in C
 low-confidence answers are marked; the model folder may be a Pusher destination."""
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -236,14 +237,20 @@ def test_a_named_pipe_is_refused_without_blocking(model_dir, tmp_path):
 
 def test_explain_writes_an_overlay_of_each_scored_image(model_dir, album, tmp_path, capsys):
     folder = tmp_path / "why"
+    folder.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"theirs")
+    digest = hashlib.sha256((album / "photos" / "top.jpg").read_bytes()).hexdigest()
+    os.symlink(victim, folder / f"top-{digest[:8]}.png")  # planted where an overlay goes
 
     code = main(["predict", "--model", model_dir, str(album / "photos"), "--explain", str(folder)])
 
     out = capsys.readouterr().out
-    overlays = sorted(path.name for path in folder.iterdir())
+    overlays = sorted(path.name for path in folder.iterdir() if not path.is_symlink())
     assert code == 1  # the album's bad files
-    assert f"Grad-CAM overlays: 3 in {folder}" in out
-    assert [name.rsplit("-", 1)[0] for name in overlays] == ["beach", "boat", "top"]
+    assert f"Grad-CAM overlays: 2 in {folder} (1 already there, kept)" in out
+    assert victim.read_bytes() == b"theirs"
+    assert [name.rsplit("-", 1)[0] for name in overlays] == ["beach", "boat"]
     assert all(Image.open(folder / name).format == "PNG" for name in overlays)
 
 
@@ -287,3 +294,11 @@ def test_labelled_files_are_scored_against_their_labels(
 def test_folders_named_for_no_class_are_no_labels(model_dir, album, capsys):
     rows = predict([str(album / "photos")], model_dir, PredictSettings())
     assert all(row.label == "" and row.correct is None for row in rows)
+
+
+def test_a_bare_output_name_is_a_file_in_this_folder(model_dir, album, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(["predict", "--model", model_dir, "--output", "predictions.csv", str(album)])
+    assert code == 1  # the album's bad files
+    rows = read_rows(str(tmp_path / "predictions.csv"))
+    assert len(rows) == 7 and sorted(os.listdir(tmp_path)) == ["predictions.csv"]
