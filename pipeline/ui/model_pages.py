@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import posixpath
+import stat
 import tarfile
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from components.evaluation.model_card_reader import (
     EVALUATION_DIR,
     TFLITE_DIR,
 )
+from components.serving import serving_root
 from pipeline import lineage
 from pipeline.ui import curves
 
@@ -112,17 +114,9 @@ def model_view(store: metadata_store.MetadataStore, model_id: int) -> ModelView:
     else:
         raise lineage.LineageError(f"no pushed version of Model {model_id}; /models lists them")
     folder = version.folder
-    card = _read_json(posixpath.join(folder, CARD_JSON))
+    card = _read_json(folder, CARD_JSON)
     confusion = posixpath.join(EVALUATION_DIR, CONFUSION_PNG)
-    files = {
-        name: name
-        for name in (CARD_MARKDOWN, CARD_JSON, confusion)
-        if os.path.isfile(os.path.join(folder, name))
-    }
-    for name in (card.get("tflite") or {}).get("files", {}).values():
-        path = posixpath.join(TFLITE_DIR, name)
-        if os.path.isfile(os.path.join(folder, path)):
-            files[path] = path
+    files = downloadable_files(folder, card, confusion)
     markdown = None
     if CARD_MARKDOWN in files:
         with open(os.path.join(folder, CARD_MARKDOWN), encoding="utf-8") as handle:
@@ -134,8 +128,36 @@ def model_view(store: metadata_store.MetadataStore, model_id: int) -> ModelView:
         decisions=decisions(version.run, card),
         files=files,
         confusion_png=confusion if confusion in files else None,
-        has_saved_model=os.path.isfile(os.path.join(folder, "saved_model.pb")),
+        has_saved_model=regular_file_inside(folder, "saved_model.pb"),
     )
+
+
+def downloadable_files(folder: str, card: dict, confusion: str) -> dict[str, str]:
+    """The card, the confusion matrix and the TFLite models the card names, among the files
+    of the version folder that are regular files inside it (never a link, never a name that
+    leads out of it)."""
+    names = [CARD_MARKDOWN, CARD_JSON, confusion]
+    names += [
+        posixpath.join(TFLITE_DIR, str(name))
+        for name in (card.get("tflite") or {}).get("files", {}).values()
+    ]
+    return {name: name for name in names if regular_file_inside(folder, name)}
+
+
+def regular_file_inside(folder: str, name: str) -> bool:
+    """name is a regular file in the real folder `folder`, reached through no link."""
+    if not serving_root.is_real_directory(folder) or os.path.isabs(name):
+        return False
+    real_folder = os.path.realpath(folder)
+    path = os.path.join(folder, name)
+    if os.path.realpath(path) != os.path.normpath(os.path.join(real_folder, name)):
+        return False
+    if not os.path.realpath(path).startswith(real_folder + os.sep):
+        return False
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def decisions(run: lineage.PipelineRun, card: dict) -> tuple[Decision, ...]:
@@ -176,22 +198,27 @@ def decisions(run: lineage.PipelineRun, card: dict) -> tuple[Decision, ...]:
     return tuple(found)
 
 
-def _read_json(path: str) -> dict:
-    if not os.path.isfile(path):
+def _read_json(folder: str, name: str) -> dict:
+    if not regular_file_inside(folder, name):
         return {}
-    with open(path, encoding="utf-8") as handle:
+    with open(os.path.join(folder, name), encoding="utf-8") as handle:
         return json.load(handle)
 
 
 def saved_model_archive(folder: str, output) -> None:
     """Writes the SavedModel of a pushed version folder as a gzip tar to the binary file
-    `output`, under a top folder named by the version."""
+    `output`, under a top folder named by the version: regular files and folders only, never a
+    link (nor what it points at)."""
     version = os.path.basename(folder.rstrip("/"))
+
+    def no_links(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return member if member.isreg() or member.isdir() else None
+
     with tarfile.open(fileobj=output, mode="w:gz") as archive:
         for name in SAVED_MODEL_PARTS:
             path = os.path.join(folder, name)
-            if os.path.exists(path):
-                archive.add(path, arcname=os.path.join(version, name))
+            if os.path.lexists(path):
+                archive.add(path, arcname=os.path.join(version, name), filter=no_links)
 
 
 # --- Runs compared ----------------------------------------------------------------------------

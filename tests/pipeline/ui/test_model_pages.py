@@ -44,6 +44,30 @@ def test_the_saved_model_archive_holds_the_saved_model_and_nothing_placed_beside
     assert names == ["17/saved_model.pb", "17/variables", "17/variables/variables.index"]
 
 
+def test_the_archive_and_the_downloads_hold_no_link_and_nothing_outside(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("not a model's")
+    version = tmp_path / "serving" / "18"
+    (version / "variables").mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"graph")
+    os.symlink(secret, version / "variables" / "variables.index")
+    os.symlink(secret, version / "assets")
+    os.symlink(secret, version / "model_card.md")
+    (version / "evaluation").mkdir()
+    (version / "evaluation" / "confusion.png").write_bytes(b"png")
+    card = {"tflite": {"files": {"float32": "../../../secret", "int8": "model_int8.tflite"}}}
+    buffer = io.BytesIO()
+
+    model_pages.saved_model_archive(str(version), buffer)
+    files = model_pages.downloadable_files(str(version), card, "evaluation/confusion.png")
+
+    with tarfile.open(fileobj=io.BytesIO(buffer.getvalue()), mode="r:gz") as archive:
+        assert sorted(archive.getnames()) == ["18/saved_model.pb", "18/variables"]
+    assert files == {"evaluation/confusion.png": "evaluation/confusion.png"}
+    os.symlink(version, tmp_path / "serving" / "19")
+    assert model_pages.downloadable_files(str(tmp_path / "serving" / "19"), card, "x") == {}
+
+
 @pytest.fixture(scope="module")
 def client(two_runs):
     target = MlmdTarget(sqlite=two_runs.config.metadata_path)
