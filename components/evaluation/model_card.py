@@ -277,7 +277,7 @@ def card_markdown(card: dict) -> str:
         inputs = ", ".join(
             f"`{key}` {spec['dtype']} {spec['shape']}" for key, spec in signature["inputs"].items()
         )
-        lines.append(f"- signature `{name}`: {inputs} -> {', '.join(signature['outputs'])}")
+        lines.append(f"- signature `{name}`: {inputs} → {', '.join(signature['outputs'])}")
     tflite_input = card["input_spec"]["tflite"]["input"]
     lines += [
         f"- TFLite (`tflite/`): `{tflite_input['name']}` float32 {tflite_input['shape']}, "
@@ -310,11 +310,11 @@ def card_markdown(card: dict) -> str:
         lines.append(f"- threshold on {threshold['metric']}: `{json.dumps(rule)}`")
     lines.append(f"- validation passed: {_yes(tfma_metrics['validation_ok'])}")
     pairs = ", ".join(
-        f"{markdown_text(pair['true'])} -> {markdown_text(pair['predicted'])} ({pair['count']})"
+        f"{markdown_text(pair['true'])} → {markdown_text(pair['predicted'])} ({pair['count']})"
         for pair in metrics["most_confused"]
     )
     lines += [
-        f"- most confused (true -> predicted): {pairs or 'none'}",
+        f"- most confused (true → predicted): {pairs or 'none'}",
         f"- misclassified eval images: {metrics['misclassified_count']} "
         "(`evaluation/misclassified.csv`); confusion matrix: `evaluation/confusion_matrix.png`",
         "",
@@ -345,7 +345,14 @@ def card_markdown(card: dict) -> str:
         + ", ".join(f"{k} {v}" for k, v in card["package_versions"].items() if v),
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(_safe_line(part) for line in lines for part in line.split("\n"))
+
+
+def _safe_line(line: str) -> str:
+    """Every line of the card, whatever fills it (a warning, a problem, a reason, a path): HTML
+    shown as text, control characters as escapes. Names already passed through markdown_text
+    hold no '<' or '>' any more, so nothing is escaped twice."""
+    return terminal_safe(line).replace("<", "&lt;").replace(">", "&gt;")
 
 
 def held_out_lines(test: dict | None) -> list[str]:

@@ -75,3 +75,53 @@ def test_the_card_shows_a_held_out_test_split_and_says_no_decision_uses_it():
         "the blessing is decided on the eval split"
     ]
     assert model_card.held_out_lines(None) == []
+
+
+def test_every_line_of_the_markdown_card_shows_html_and_control_characters_as_text():
+    hostile = "<script>alert(1)</script>\x1b[31m"
+    card = {
+        "model": {"version": "7", "mlmd_artifact_id": 3, "pushed_to": f"/srv/{hostile}"},
+        "created": "2026-01-01",
+        "training_data": {"examples_mlmd_artifact_id": 2, "train_examples_per_class": {}},
+        "blessings": {"evaluator": True, "serving_check": True},
+        "input_spec": {
+            "signatures": {},
+            "tflite": {"input": {"name": "images", "shape": [1], "meaning": "pixels"}},
+        },
+        "metrics": {
+            "per_class": [],
+            "tfma": {
+                "candidate": {},
+                "baseline": None,
+                "thresholds": [],
+                "validation_ok": True,
+            },
+            "macro_f1": None,
+            "eval_warning": f"caution {hostile}",
+            "most_confused": [],
+            "misclassified_count": 0,
+        },
+        "data_health": {
+            "odd_images_per_class": {},
+            "near_duplicate_clusters": 0,
+            "near_duplicate_images": 0,
+            "near_duplicate_fraction": 0.0,
+            "odd_images": 0,
+            "eval_images_checked": 1,
+            "label_issues": [{"path": hostile, "given": "a", "predicted": "b", "confidence": 0.9}],
+        },
+        "serving_check": {"problems": [f"problem {hostile}"]},
+        "tflite": {
+            "eval": {"examples": 1, "accuracy": {"saved_model": 1.0}, "accuracy_gap_points": {}},
+            "not_convertible": {"ops": [], "note": hostile},
+            "conversion_failed": {"int8": [hostile]},
+            "refused": {"int8": hostile},
+        },
+        "package_versions": {"tfx": hostile},
+    }
+
+    text = model_card.card_markdown(card)
+
+    assert "<" not in text and ">" not in text.replace("&gt;", "")
+    assert "\x1b" not in text and "\\x1b[31m" in text
+    assert text.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 9
