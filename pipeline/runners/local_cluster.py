@@ -4,7 +4,8 @@ each a separate process on 127.0.0.1, talking the Fn API as Flink, Spark and Dat
 `imgpipe run --runner local-cluster` runs every Beam component of the pipeline on it (the
 PortableRunner, environment_type=EXTERNAL) to rehearse a distributed runner: DoFns and coders are
 pickled, shipped and run in another process. The services live in their own process group, so
-stopping them (on success, failure or Ctrl-C) ends the SDK workers the pool started too.
+stopping them (on success, failure or Ctrl-C) ends the SDK workers the pool started too; they
+listen on 127.0.0.1 and end by themselves when this process is gone (cluster_services.py).
 Beam's Python job service runs each job on one SDK worker (it ignores direct_num_workers and
 sdk_worker_parallelism; docs/scale-out.md names the lines), so the pool serves one worker process
 per job. When that worker dies,
@@ -29,8 +30,7 @@ from collections.abc import Iterator
 from components.training.local_workers import HOST, free_port
 from pipeline.config.beam_options import LOCAL_WORKERS_NEED_NOTHING
 
-JOB_SERVICE_MODULE = "apache_beam.runners.portability.local_job_service_main"
-WORKER_POOL_MODULE = "apache_beam.runners.worker.worker_pool_main"
+SERVICES_MODULE = "pipeline.runners.cluster_services"  # Beam's services, on loopback
 START_TIMEOUT_S = 120.0  # each service imports Beam before it listens: slow on a loaded machine
 STOP_TIMEOUT_S = 10.0
 # Beam 2.59's PortableRunner gives a job's state and message streams the job service's request
@@ -224,18 +224,15 @@ def local_cluster(
         **os.environ,
         "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
     }
-    services = (
-        ("job-service", JOB_SERVICE_MODULE, f"--job_port={job_port}", job_port),
-        ("worker-pool", WORKER_POOL_MODULE, f"--service_port={worker_pool_port}", worker_pool_port),
-    )
+    services = (("job-service", job_port), ("worker-pool", worker_pool_port))
     started: list[subprocess.Popen] = []
     try:
         # Both start at once: each spends seconds importing Beam before it listens.
-        for name, module, port_arg, _ in services:
+        for name, port in services:
             with open(os.path.join(log_dir, f"{name}.log"), "ab") as log:
                 started.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", module, port_arg],
+                        [sys.executable, "-m", SERVICES_MODULE, name, str(port), str(os.getpid())],
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
@@ -243,11 +240,11 @@ def local_cluster(
                         start_new_session=True,  # Ctrl-C reaches us, not them: we stop them
                     )
                 )
-        for process, (name, _, _, port) in zip(started, services, strict=True):
+        for process, (name, port) in zip(started, services, strict=True):
             _wait_listening(process, port, name, os.path.join(log_dir, f"{name}.log"))
         job_service, worker_pool = started
         cluster = LocalCluster(job_port, worker_pool_port, job_service.pid, worker_pool.pid)
-        watch = _Watch(cluster, dict(zip([name for name, *_ in services], started, strict=True)))
+        watch = _Watch(cluster, dict(zip([name for name, _ in services], started, strict=True)))
         watch.start()
         try:
             yield cluster
