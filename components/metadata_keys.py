@@ -110,3 +110,10 @@ SCHEMA_FILE = "schema.pbtxt"
 AUDIT_EXECUTION_TYPE = "imgpipe.LabelAudit"
 AUDIT_INGEST_EXECUTION_TYPE = "imgpipe.AuditIngest"
 AUDIT_FOLDS_PROPERTY = "folds"
+# The audit's held-out accuracy over every image, that of always answering the most common
+# class, whether the first is clearly above the second (1) or not (0, then no suspects are
+# listed), and the trainer settings of its models (JSON).
+AUDIT_ACCURACY_PROPERTY = "held_out_accuracy"
+AUDIT_CHANCE_PROPERTY = "chance_accuracy"
+AUDIT_AT_CHANCE_PROPERTY = "at_chance"
+AUDIT_TRAINER_PROPERTY = "audit_trainer"

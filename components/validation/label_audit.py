@@ -8,8 +8,10 @@ the report has the shape of DataHealthGen's health.json (components/validation/d
 with every image counted as an eval image, plus the folds under `audit`.
 
 Files: health.json and eval_scores.npz (labels, probabilities and source paths of every image,
-fold by fold) in the report folder; the folds' shards and models live in a work folder that is
-removed when the trainings end, whether they finished or not.
+fold by fold) in the report folder; the folds' shards and models live in a work folder the audit
+creates new, removed when the trainings end, whether they finished or not. When the held-out
+models do no better than always answering the most common class, their disagreements with the
+labels are noise: the report says so and lists no suspects.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -108,8 +111,8 @@ def run_audit(
     config.validate()
     fold_of = fold_assignment(data, folds)
     check_fold_sizes(fold_of, folds, config)
-    work = os.path.join(report_dir, WORK_DIR)
-    os.makedirs(work, exist_ok=True)
+    os.makedirs(report_dir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=f".{WORK_DIR}-", dir=report_dir)  # a new folder, ours alone
     try:
         held_out, accuracies = _train_folds(config, data, fold_of, folds, work, on_fold)
     finally:  # the folds' shards and models: a copy of the data and K models nobody serves
@@ -120,14 +123,39 @@ def run_audit(
         [path for s in held_out for path in s.source_paths],
     )
     health = data_health.build_health(data.ingest, scores, data.label_names)
+    overall = float(np.mean(np.argmax(scores.probabilities, axis=1) == scores.labels))
+    chance = chance_accuracy(scores.labels)
+    at_chance = not clearly_above_chance(overall, chance, int(scores.labels.size))
+    if at_chance:  # models that guess cannot say which labels are wrong
+        health["label_issues"] = []
     health["audit"] = {
         "folds": folds,
         "images_per_fold": [len(s.labels) for s in held_out],
         "held_out_accuracy": accuracies,
+        "held_out_accuracy_overall": overall,
+        "chance_accuracy": chance,
+        "at_chance": at_chance,
+        "trainer": {
+            "model": config.model,
+            "epochs": config.epochs,
+            "image_size": config.image_size,
+        },
     }
     data_health.write_health(health, report_dir)
     evaluation_report.write_scores(scores, report_dir)
     return health
+
+
+def chance_accuracy(labels: np.ndarray) -> float:
+    """The accuracy of always answering the most common class."""
+    return float(np.bincount(labels).max() / labels.size) if labels.size else 0.0
+
+
+def clearly_above_chance(accuracy: float, chance: float, images: int) -> bool:
+    """accuracy beats chance by more than two standard errors of a guesser's accuracy on
+    `images` images: below that, the models' disagreements with the labels are noise."""
+    margin = 2.0 * np.sqrt(chance * (1.0 - chance) / max(images, 1))
+    return accuracy > chance + margin
 
 
 def _train_folds(

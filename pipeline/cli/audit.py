@@ -144,11 +144,25 @@ def summary_lines(health: dict, report_dir: str) -> list[str]:
     issues = health["label_issues"]
     near = health["near_duplicates"]
     audit = health["audit"]
+    folds = (
+        f"{audit['folds']} folds, held-out accuracy {min(audit['held_out_accuracy']):.3f} to "
+        f"{max(audit['held_out_accuracy']):.3f}"
+    )
+    if audit.get("at_chance"):
+        first = (
+            f"likely mislabelled images: none listed of {health['eval_images_checked']}: the "
+            "audit's models score at chance level (held-out accuracy "
+            f"{audit['held_out_accuracy_overall']:.3f}, always answering the most common class"
+            f" {audit['chance_accuracy']:.3f}; {folds}), so they cannot tell a wrong label; "
+            "train them longer or on more images"
+        )
+    else:
+        first = (
+            f"likely mislabelled images: {len(issues)} of {health['eval_images_checked']}, each "
+            f"scored by a model that never trained on it ({folds})"
+        )
     lines = [
-        f"likely mislabelled images: {len(issues)} of {health['eval_images_checked']}, each "
-        f"scored by a model that never trained on it ({audit['folds']} folds, held-out "
-        f"accuracy {min(audit['held_out_accuracy']):.3f} to "
-        f"{max(audit['held_out_accuracy']):.3f})",
+        first,
         f"near-duplicates: {near['clusters']} cluster(s), {near['images']} images "
         f"({near['fraction']:.1%})",
         f"odd images: {health['odd_images']['count']}",

@@ -6,6 +6,7 @@ DataHealthGen's does, so the lineage of a dataset shows its audits."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import posixpath
 
 import tensorflow as tf
@@ -92,8 +93,19 @@ def record_audit(
     data_health = DataHealth()
     data_health.uri = report_dir
     describe_health(health, data_health)
+    audit = health["audit"]
+    data_health.set_int_custom_property(metadata_keys.AUDIT_FOLDS_PROPERTY, audit["folds"])
+    data_health.set_float_custom_property(
+        metadata_keys.AUDIT_ACCURACY_PROPERTY, audit["held_out_accuracy_overall"]
+    )
+    data_health.set_float_custom_property(
+        metadata_keys.AUDIT_CHANCE_PROPERTY, audit["chance_accuracy"]
+    )
     data_health.set_int_custom_property(
-        metadata_keys.AUDIT_FOLDS_PROPERTY, health["audit"]["folds"]
+        metadata_keys.AUDIT_AT_CHANCE_PROPERTY, int(audit["at_chance"])
+    )
+    data_health.set_string_custom_property(
+        metadata_keys.AUDIT_TRAINER_PROPERTY, json.dumps(audit["trainer"], sort_keys=True)
     )
     execution_id, (artifact_id,) = _put_execution(
         store,

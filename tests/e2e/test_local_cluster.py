@@ -35,7 +35,8 @@ from tests.pipeline.tiny_pipeline import FIRST_RATE, LABELS, tiny_config
 
 pytestmark = pytest.mark.slow
 RUN_TIMEOUT_S = 1500
-JOB_SERVICE, WORKER_POOL, SDK_WORKER = "local_job_service_main", "worker_pool_main", "SdkHarness"
+JOB_SERVICE, WORKER_POOL = "cluster_services job-service", "cluster_services worker-pool"
+SDK_WORKER = "SdkHarness"
 TRAINING_WORKER = "components.training.local_workers"
 TRAINING_WORKERS = 2
 # The killed run ingests this many more images, so that its ingest job still has seconds of

@@ -54,10 +54,12 @@ def test_audit_of_a_folder_reports_and_records_a_data_health_of_its_examples(tmp
     assert "  rejected 0" in out
     assert "  fold 1 of 2: 10 images held out, the others to train on" in out
     assert "  fold 2 of 2" in out and " ran " in out
-    assert "likely mislabelled images: " in out and " of 20, " in out
+    # The runlocal models learn nothing: the audit says so and names no suspect.
+    assert "likely mislabelled images: none listed of 20: the audit's models score at " in out
     report = next(line for line in out.splitlines() if line.startswith("report: "))
     health = read_health(report.removeprefix("report: ").rsplit("/", 1)[0])
     assert health["eval_images_checked"] == 20 and health["audit"]["folds"] == 2
+    assert health["audit"]["at_chance"] and health["label_issues"] == []
 
     store = metadata_store.MetadataStore(_sqlite(metadata_path_under(str(build))))
     [audit] = store.get_executions_by_type(metadata_keys.AUDIT_EXECUTION_TYPE)
@@ -72,10 +74,49 @@ def test_audit_of_a_folder_reports_and_records_a_data_health_of_its_examples(tmp
     )
     assert recorded.custom_properties["eval_images_checked"].int_value == 20
     assert recorded.custom_properties[metadata_keys.AUDIT_FOLDS_PROPERTY].int_value == 2
+    properties = recorded.custom_properties
+    assert properties[metadata_keys.AUDIT_AT_CHANCE_PROPERTY].int_value == 1
+    assert (
+        properties[metadata_keys.AUDIT_ACCURACY_PROPERTY].double_value
+        == (health["audit"]["held_out_accuracy_overall"])
+    )
+    assert properties["label_issues"].int_value == 0
     # The lineage reads the audit's ingest as it reads a run's.
     dataset = examples_lineage(store, examples_id).dataset
     assert dataset.input == str(tmp_path / "images") and dataset.totals["accepted"] == 20
     assert "AuditIngest" in format_examples_lineage(examples_lineage(store, examples_id))
+
+
+def test_an_audit_at_chance_level_says_so_and_lists_no_suspect():
+    from pipeline.cli.audit import summary_lines
+
+    health = {
+        "label_issues": [],
+        "eval_images_checked": 120,
+        "near_duplicates": {"clusters": 0, "images": 0, "fraction": 0.0},
+        "odd_images": {"count": 0},
+        "audit": {
+            "folds": 3,
+            "held_out_accuracy": [0.18, 0.2, 0.22],
+            "held_out_accuracy_overall": 0.2,
+            "chance_accuracy": 1 / 6,
+            "at_chance": True,
+        },
+    }
+    lines = summary_lines(health, "/r")
+    assert lines[0].startswith("likely mislabelled images: none listed of 120: the audit's ")
+    assert "held-out accuracy 0.200, always answering the most common class 0.167" in lines[0]
+    assert not any(line.startswith("  ") for line in lines)
+
+
+def test_chance_is_the_most_common_class_and_clearly_above_it_beats_its_noise():
+    from components.validation.label_audit import chance_accuracy, clearly_above_chance
+
+    assert chance_accuracy(np.array([0, 1, 1, 2, 1, 0])) == 0.5
+    assert not clearly_above_chance(0.20, 1 / 6, 120)  # the chance-level audit
+    assert not clearly_above_chance(0.23, 1 / 6, 120)
+    assert clearly_above_chance(0.40, 1 / 6, 120)
+    assert clearly_above_chance(0.9, 0.5, 40)
 
 
 def _sqlite(path: str) -> mlmd_pb2.ConnectionConfig:
