@@ -39,8 +39,10 @@ class LoopbackJobServicer(local_job_service.LocalJobServicer):
         return HOST
 
 
-def start_job_service(port: int) -> None:
-    LoopbackJobServicer().start_grpc_server(port)
+def start_job_service(port: int) -> LoopbackJobServicer:
+    servicer = LoopbackJobServicer()
+    servicer.start_grpc_server(port)
+    return servicer
 
 
 def start_worker_pool(port: int) -> grpc.Server:
@@ -68,12 +70,11 @@ def main(argv: list[str]) -> None:
     kind, port, parent_pid = argv[0], int(argv[1]), int(argv[2])
     logging.basicConfig(level=logging.INFO)
     end_with_parent(parent_pid)
-    if kind == "job-service":
-        start_job_service(port)
-    else:
-        start_worker_pool(port)
+    # Held until the process ends: a gRPC server that is garbage-collected stops serving.
+    service = start_job_service(port) if kind == "job-service" else start_worker_pool(port)
     logging.getLogger(__name__).info("%s listening on %s:%d", kind, HOST, port)
     threading.Event().wait()
+    del service
 
 
 if __name__ == "__main__":

@@ -67,6 +67,25 @@ class PushedVersion:
     def version(self) -> str:
         return posixpath.basename(self.folder.rstrip("/"))
 
+    @property
+    def state(self) -> str:
+        return folder_state(self.folder)
+
+
+def folder_state(folder: str) -> str:
+    """What became of a pushed version's folder: serving (the highest version there), kept (a
+    lower one), moved aside (found changed before a run), replaced by a link, or removed."""
+    if "://" in folder:
+        return "remote"
+    if serving_root.is_real_directory(folder):
+        versions = serving_root.serving_versions(os.path.dirname(folder.rstrip("/")))
+        return "serving" if versions[:1] == [os.path.basename(folder.rstrip("/"))] else "kept"
+    if os.path.lexists(folder):
+        return "replaced by a link"
+    if serving_root.is_real_directory(folder.rstrip("/") + serving_root.ASIDE_SUFFIX):
+        return "moved aside"
+    return "removed"
+
 
 def models_view(store: metadata_store.MetadataStore) -> list[PushedVersion]:
     """Every pushed version, newest first, with the run that pushed it."""

@@ -68,6 +68,25 @@ def test_the_archive_and_the_downloads_hold_no_link_and_nothing_outside(tmp_path
     assert model_pages.downloadable_files(str(tmp_path / "serving" / "19"), card, "x") == {}
 
 
+def test_a_versions_state_says_what_became_of_its_folder(tmp_path):
+    root = tmp_path / "serving"
+    for version in ("1", "2", "3", "4"):
+        (root / version).mkdir(parents=True)
+    os.rename(root / "3", root / "3.broken")
+    os.rmdir(root / "4")
+    os.symlink(root / "1", root / "4")
+    states = {v: model_pages.folder_state(str(root / v)) for v in ("1", "2", "3", "4", "5")}
+    assert states == {
+        "1": "kept",
+        "2": "kept",
+        "3": "moved aside",
+        "4": "replaced by a link",
+        "5": "removed",
+    }
+    os.remove(root / "4")
+    assert model_pages.folder_state(str(root / "2")) == "serving"
+
+
 @pytest.fixture(scope="module")
 def client(two_runs):
     target = MlmdTarget(sqlite=two_runs.config.metadata_path)
