@@ -82,18 +82,3 @@ def move_aside(path: str, base_directory: str) -> str | None:
             os.rename(path, target)
             return target
     return None
-
-
-def serving_versions(base_directory: str) -> list[str]:
-    """The numbered version folders a model server would load (a link to a folder too),
-    highest first."""
-    try:
-        names = os.listdir(base_directory)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    versions = [
-        name
-        for name in names
-        if name.isdigit() and os.path.isdir(os.path.join(base_directory, name))
-    ]
-    return sorted(versions, key=int, reverse=True)

@@ -17,8 +17,9 @@ import os
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
+from components import metadata_keys
 from components.serving import pusher, serving_root
-from pipeline import run_guard
+from components.serving.versions import served_version
 
 
 def repair_serving_folder(
@@ -32,8 +33,8 @@ def repair_serving_folder(
     with serving_root.locked(base_directory):
         lines = _check_pushes(store, base_directory)
         if lines:  # a push is no longer served
-            versions = serving_root.serving_versions(base_directory)
-            serves = f"version {versions[0]}" if versions else "no version"
+            served = served_version(base_directory)
+            serves = "no version" if served is None else f"version {served}"
             lines.append(f"{serves} of {base_directory} serves now")
         for path in _finished_staging(store, base_directory, pipeline):
             if serving_root.remove_staged(path, base_directory):
@@ -82,11 +83,11 @@ def _finished_staging(
     recorded and that are over."""
     finished = {
         pusher.staging_name(context.name)
-        for context in store.get_contexts_by_type(run_guard.RUN_CONTEXT)
-        if context.custom_properties.get(run_guard.RUN_PIPELINE, mlmd_pb2.Value()).string_value
+        for context in store.get_contexts_by_type(metadata_keys.RUN_CONTEXT)
+        if context.custom_properties.get(metadata_keys.RUN_PIPELINE, mlmd_pb2.Value()).string_value
         == pipeline
-        and context.custom_properties.get(run_guard.RUN_STATE, mlmd_pb2.Value()).string_value
-        not in ("", run_guard.RUNNING)
+        and context.custom_properties.get(metadata_keys.RUN_STATE, mlmd_pb2.Value()).string_value
+        not in ("", metadata_keys.STATE_RUNNING)
     }
     return [
         os.path.join(base_directory, name)

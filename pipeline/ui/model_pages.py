@@ -24,6 +24,7 @@ from components.evaluation.model_card_reader import (
     TFLITE_DIR,
 )
 from components.serving import serving_root
+from components.serving.versions import served_version
 from pipeline import lineage
 from pipeline.ui import curves
 
@@ -78,8 +79,8 @@ def folder_state(folder: str) -> str:
     if "://" in folder:
         return "remote"
     if serving_root.is_real_directory(folder):
-        versions = serving_root.serving_versions(os.path.dirname(folder.rstrip("/")))
-        return "serving" if versions[:1] == [os.path.basename(folder.rstrip("/"))] else "kept"
+        served = served_version(os.path.dirname(folder.rstrip("/")))
+        return "serving" if str(served) == os.path.basename(folder.rstrip("/")) else "kept"
     if os.path.lexists(folder):
         return "replaced by a link"
     if serving_root.is_real_directory(folder.rstrip("/") + serving_root.ASIDE_SUFFIX):

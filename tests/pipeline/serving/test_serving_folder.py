@@ -10,6 +10,7 @@ import os
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
+from components import metadata_keys
 from components.serving import pusher
 from pipeline import run_guard
 from pipeline.serving.serving_folder import repair_serving_folder
@@ -36,7 +37,7 @@ def _record_push(store, folder: str, files: dict) -> int:
 def _record_run(store, run_id: str, state: str, pipeline: str = PIPELINE) -> None:
     holder = run_guard.Holder(1, "host", "2026-01-01T00:00:00+00:00")
     run_guard.begin_run(store, run_id, pipeline, holder)
-    if state != run_guard.RUNNING:
+    if state != metadata_keys.STATE_RUNNING:
         run_guard.end_run(store, run_id, state)
 
 
@@ -103,13 +104,13 @@ def test_only_the_staging_folders_of_finished_runs_of_this_store_are_removed(tmp
     (base / "8" / "model.tflite").write_bytes(b"tflite")
     (base / ".pushing-x").write_bytes(b"a file")
     (base / pusher.staging_name("other-store-run")).mkdir()
-    _record_run(store, "running-run", run_guard.RUNNING)
+    _record_run(store, "running-run", metadata_keys.STATE_RUNNING)
     (base / pusher.staging_name("running-run")).mkdir()
-    _record_run(store, "other-pipeline-run", run_guard.FAILED, pipeline="other")
+    _record_run(store, "other-pipeline-run", metadata_keys.STATE_FAILED, pipeline="other")
     (base / pusher.staging_name("other-pipeline-run")).mkdir()
-    _record_run(store, "2026-01-01T10:00:00.5", run_guard.FAILED)
+    _record_run(store, "2026-01-01T10:00:00.5", metadata_keys.STATE_FAILED)
     os.symlink(outside, base / pusher.staging_name("2026-01-01T10:00:00.5"))
-    _record_run(store, "2026-01-01T11:00:00.5", run_guard.INTERRUPTED)
+    _record_run(store, "2026-01-01T11:00:00.5", metadata_keys.STATE_INTERRUPTED)
     staged = base / pusher.staging_name("2026-01-01T11:00:00.5")
     (staged / "variables").mkdir(parents=True)
     os.symlink(outside / "keep", staged / "variables" / "link")

@@ -5,6 +5,7 @@ runs table sorts and filters on the server; the downloads are the version's own 
 import io
 import json
 import os
+import shutil
 import tarfile
 
 import pytest
@@ -71,9 +72,11 @@ def test_the_archive_and_the_downloads_hold_no_link_and_nothing_outside(tmp_path
 def test_a_versions_state_says_what_became_of_its_folder(tmp_path):
     root = tmp_path / "serving"
     for version in ("1", "2", "3", "4"):
-        (root / version).mkdir(parents=True)
+        (root / version / "variables").mkdir(parents=True)
+        (root / version / "saved_model.pb").write_bytes(b"graph")
+        (root / version / "variables" / "variables.index").write_bytes(b"index")
     os.rename(root / "3", root / "3.broken")
-    os.rmdir(root / "4")
+    shutil.rmtree(root / "4")
     os.symlink(root / "1", root / "4")
     states = {v: model_pages.folder_state(str(root / v)) for v in ("1", "2", "3", "4", "5")}
     assert states == {
