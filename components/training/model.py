@@ -16,13 +16,15 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from components.training import efficientnet_lite
 from components.training.preprocessing import CHANNELS, Normalization
-from components.training.trainer_config import APPLICATIONS, TrainerConfig
+from components.training.trainer_config import APPLICATIONS, OFFLINE_IMAGENET, TrainerConfig
 
 # The tf_keras.applications module whose preprocess_input matches each backbone's weights. For
-# MobileNetV3 and EfficientNet it is the identity: their rescaling is built into the model
-# (include_preprocessing), which then takes 0..255 pixels.
+# MobileNetV3 and EfficientNet (Lite0 too) it is the identity: their rescaling is built into the
+# model (include_preprocessing), which then takes 0..255 pixels.
 PREPROCESSING_MODULES = {
+    OFFLINE_IMAGENET: "efficientnet",
     "resnet50": "resnet50",
     "mobilenet_v3_small": "mobilenet_v3",
     "efficientnet_b0": "efficientnet",
@@ -45,17 +47,18 @@ def build_model(
 ) -> keras.Model:
     """Normalized float32 images [batch, size, size, 3] -> class probabilities [batch, classes].
 
-    Build it inside the distribution strategy's scope. `config.weights_path`, when set, is loaded
-    into the backbone (the model without its head), which then runs its batch normalization in
-    inference mode even where it trains (the tf_keras transfer-learning guide's rule: moving
-    statistics from few images would overwrite the pretrained ones). `normalization` (the one the
+    Build it inside the distribution strategy's scope. Pretrained weights (`config.weights`, or
+    the file `config.weights_path`) are loaded into the backbone (the model without its head),
+    which then runs its batch normalization in inference mode even where it trains (the tf_keras
+    transfer-learning guide's rule: moving statistics from few images would overwrite the
+    pretrained ones). `normalization` (the one the
     input pipeline applies) is needed when the backbone brings its own preprocessing.
     """
     if num_classes < 2:
         raise ValueError(f"need at least 2 classes, got {num_classes}")
     input_shape = (config.image_size, config.image_size, CHANNELS)
     own_preprocessing = config.uses_backbone_preprocessing
-    backbone = _backbone(config.model, input_shape, own_preprocessing)
+    backbone = _backbone(config, input_shape, own_preprocessing)
     if config.weights_path:
         backbone.load_weights(config.weights_path)
     inputs = keras.Input(input_shape, name="image")
@@ -135,14 +138,26 @@ class BackboneInput(keras.layers.Layer):
         }
 
 
-def _backbone(name: str, input_shape: tuple[int, int, int], own_preprocessing: bool) -> keras.Model:
-    """Image -> pooled feature vector."""
+def _backbone(
+    config: TrainerConfig, input_shape: tuple[int, int, int], own_preprocessing: bool
+) -> keras.Model:
+    """Image -> pooled feature vector, with config.weights' weights."""
+    name = config.model
     if name == "small_cnn":
         return _small_cnn(input_shape)
+    if name == OFFLINE_IMAGENET:
+        backbone = efficientnet_lite.efficientnet_lite0(input_shape)
+        if config.weights == "imagenet":
+            backbone.load_weights(efficientnet_lite.imagenet_weights_file())
+        return backbone
     options = {"include_preprocessing": own_preprocessing} if name == "mobilenet_v3_small" else {}
     application = getattr(keras.applications, APPLICATIONS[name])
     return application(
-        include_top=False, weights=None, input_shape=input_shape, pooling="avg", **options
+        include_top=False,
+        weights=config.weights,
+        input_shape=input_shape,
+        pooling="avg",
+        **options,
     )
 
 

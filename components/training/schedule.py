@@ -3,7 +3,7 @@
 A run is one or two phases over a single optimizer, whose step counter says where a run is, so a
 resumed run lands in the right phase (and learning rate) by itself:
   from scratch: one phase, every layer, learning_rate with warmup then cosine decay;
-  fine-tuning (weights_path): frozen_epochs with the backbone frozen (the head alone, at
+  fine-tuning (weights or weights_path): frozen_epochs with the backbone frozen (the head alone, at
     learning_rate with its warmup), then the rest of the epochs training the backbone's last
     unfreeze_layers layers (or all) with the head at the lower fine_tune_learning_rate;
   warm start (from the last blessed model): one phase of warm_start_epochs, every layer, at

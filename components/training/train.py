@@ -27,8 +27,9 @@ from components.training.model import build_model
 from components.training.preprocessing import Normalization
 from components.training.report import PerformanceReport, write_report
 from components.training.schedule import Phase, PhasedSchedule, plan_phases
-from components.training.trainer_config import TrainerConfig
+from components.training.trainer_config import TrainerConfig, imagenet_download_problem
 from components.training.warm_start import load_base_weights
+from data_prep.ingest_config import ConfigError
 from data_prep.runtime import progress
 
 
@@ -63,6 +64,9 @@ def train(
         full schedule.
     """
     config.validate()
+    problem = imagenet_download_problem(config)
+    if problem:
+        raise ConfigError("weights", problem)
     normalization.validate()
     strategy = strategy or runtime.make_strategy(config)
     keras.utils.set_random_seed(config.seed)

