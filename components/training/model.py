@@ -60,7 +60,7 @@ def build_model(
     own_preprocessing = config.uses_backbone_preprocessing
     backbone = _backbone(config, input_shape, own_preprocessing)
     if config.weights_path:
-        backbone.load_weights(config.weights_path)
+        load_backbone_weights(backbone, config.weights_path)
     inputs = keras.Input(input_shape, name="image")
     x = inputs
     if own_preprocessing:
@@ -138,6 +138,33 @@ class BackboneInput(keras.layers.Layer):
         }
 
 
+def load_backbone_weights(backbone: keras.Model, path: str) -> None:
+    """Loads a weights file into `backbone`, under any precision policy. An .h5 file goes
+    through set_weights, which casts each value to its variable's dtype: Keras' own .h5 loader
+    cannot put float32 values into the bfloat16 variables some layers (EfficientNet's input
+    normalization) have under mixed_bfloat16."""
+    import h5py
+
+    values = None
+    if path.endswith(".h5"):
+        with tf.io.gfile.GFile(path, "rb") as handle, h5py.File(handle, "r") as weights:
+            # Keras' (legacy) .h5 weights: a group per layer with weights, in layer order.
+            if "layer_names" in weights.attrs:
+                values = [
+                    weights[layer][name][()]
+                    for layer in _names(weights.attrs["layer_names"])
+                    for name in _names(weights[layer].attrs["weight_names"])
+                ]
+    if values is None:  # a TF checkpoint or a .weights.h5: Keras restores them
+        backbone.load_weights(path)
+    else:
+        backbone.set_weights(values)
+
+
+def _names(values) -> list[str]:
+    return [value.decode() if isinstance(value, bytes) else str(value) for value in values]
+
+
 def _backbone(
     config: TrainerConfig, input_shape: tuple[int, int, int], own_preprocessing: bool
 ) -> keras.Model:
@@ -148,7 +175,7 @@ def _backbone(
     if name == OFFLINE_IMAGENET:
         backbone = efficientnet_lite.efficientnet_lite0(input_shape)
         if config.weights == "imagenet":
-            backbone.load_weights(efficientnet_lite.imagenet_weights_file())
+            load_backbone_weights(backbone, efficientnet_lite.imagenet_weights_file())
         return backbone
     options = {"include_preprocessing": own_preprocessing} if name == "mobilenet_v3_small" else {}
     application = getattr(keras.applications, APPLICATIONS[name])

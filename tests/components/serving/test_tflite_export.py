@@ -243,3 +243,42 @@ def test_component_compares_with_the_evaluation_reports_stored_scores(
         assert written["bytes"][name] == output.get_int_custom_property(f"{name}_bytes") > 0
         assert 0 < written["latency_ms"][name]["p50"] <= written["latency_ms"][name]["p99"]
     assert written["calibration_images"] == EVAL_EXAMPLES
+
+
+def test_efficientnet_lite0_with_imagenet_weights_converts_to_every_tflite_model(
+    tmp_path, monkeypatch
+):
+    """Lite0 as the Trainer exports it (ImageNet weights, its input scaling inside the model):
+    every quantization converts, and each answers as the Keras model on real photographs."""
+    import skimage.data
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    config = dataclasses.replace(
+        runlocal(), image_size=64, model="efficientnet_lite0", weights="imagenet"
+    )
+    trained = trainer_model.build_model(config, 3, NORMALIZATION)
+    saved_model_dir = str(tmp_path / "model")
+    export.export_model(trained, saved_model_dir, 64, ["a", "b", "c"], NORMALIZATION)
+    model = export.rebuild_keras_model(saved_model_dir)
+    photos = [
+        getattr(skimage.data, name)()
+        for name in ("astronaut", "chelsea", "coffee", "rocket", "retina", "immunohistochemistry")
+    ]
+    pixels = np.concatenate(
+        [tf.image.resize(photo[np.newaxis], (64, 64), antialias=True) for photo in photos]
+    ).astype(np.float32)
+    function = tflite_export.pixels_function(model, 64, NORMALIZATION)
+    expected = model(normalize(pixels, NORMALIZATION), training=False).numpy()
+
+    flatbuffers = {
+        name: tflite_export.convert(function, model, name, pixels) for name in tflite_export.FILES
+    }
+    answers = {
+        name: tflite_export.tflite_probabilities(flatbuffer, pixels)
+        for name, flatbuffer in flatbuffers.items()
+    }
+
+    assert np.abs(answers["float32"] - expected).max() <= 1e-5
+    assert np.abs(answers["float16"] - expected).max() <= 1e-2
+    assert np.abs(answers["int8"] - expected).max() <= 0.1
+    assert len(flatbuffers["int8"]) < 0.35 * len(flatbuffers["float32"])

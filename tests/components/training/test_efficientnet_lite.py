@@ -98,3 +98,25 @@ def test_the_classifier_backbone_gets_imagenet_weights_and_lite0_pixel_scaling(c
     )
     for mine, theirs in zip(backbone_of(model).weights, reference.weights, strict=True):
         np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_imagenet_weights_load_under_a_mixed_policy(cache, policy):
+    """The builder's input normalization keeps its constants in the compute dtype under a mixed
+    policy, which Keras' own .h5 loader cannot fill from float32."""
+    del cache
+    config = dataclasses.replace(
+        runlocal(), image_size=64, model="efficientnet_lite0", weights="imagenet"
+    )
+    previous = tf_keras.mixed_precision.global_policy()
+    tf_keras.mixed_precision.set_global_policy(policy)
+    try:
+        mixed = build_model(config, 3, NORMALIZATION)
+    finally:
+        tf_keras.mixed_precision.set_global_policy(previous)
+    full = build_model(config, 3, NORMALIZATION)
+
+    for mine, theirs in zip(backbone_of(mixed).weights, backbone_of(full).weights, strict=True):
+        np.testing.assert_allclose(
+            np.asarray(mine.numpy(), np.float32), theirs.numpy(), rtol=1e-2, atol=1e-6
+        )

@@ -4,9 +4,12 @@ import dataclasses
 
 import pytest
 
+from components.training import trainer_config
 from components.training.trainer_config import (
+    KERAS_NOTOP_FILES,
     TrainerConfig,
     TuningConfig,
+    imagenet_download_problem,
     runlocal,
     with_hyperparameters,
 )
@@ -27,6 +30,12 @@ def test_defaults_and_runlocal_are_valid():
         ({"image_size": 31, "model": "resnet50"}, "image_size"),
         ({"model": "vgg99"}, "model"),
         ({"weights_path": "/no/such/weights.h5"}, "weights_path"),
+        ({"model": "efficientnet_lite0", "weights": "imagenet21k"}, "weights"),
+        ({"weights": "imagenet"}, "weights"),  # small_cnn has none
+        (
+            {"model": "efficientnet_lite0", "weights": "imagenet", "weights_path": "/tmp"},
+            "weights",
+        ),
         ({"batch_size": 0}, "batch_size"),
         ({"epochs": 0}, "epochs"),
         ({"epochs": 3, "warmup_epochs": 3}, "warmup_epochs"),
@@ -147,3 +156,39 @@ def test_small_cnn_takes_digit_sized_images_and_says_why_it_takes_no_smaller():
         dataclasses.replace(TrainerConfig(), image_size=4).validate()
     with pytest.raises(ConfigError, match="tf_keras.applications refuse inputs below 32"):
         dataclasses.replace(TrainerConfig(), image_size=28, model="mobilenet_v3_small").validate()
+
+
+def test_imagenet_weights_fine_tune_like_a_weights_file():
+    config = TrainerConfig(model="efficientnet_lite0", weights="imagenet").validate()
+
+    assert config.fine_tunes and config.uses_backbone_preprocessing
+    with pytest.raises(ConfigError, match="^frozen_epochs"):
+        dataclasses.replace(config, frozen_epochs=config.epochs).validate()
+
+
+def _unreachable(*_args, **_kwargs):
+    raise OSError("Network is unreachable")
+
+
+def test_unreachable_keras_weights_fail_up_front_naming_the_offline_backbone(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    monkeypatch.setattr(trainer_config.socket, "create_connection", _unreachable)
+    config = TrainerConfig(model="resnet50", weights="imagenet")
+
+    problem = imagenet_download_problem(config)
+
+    assert "\n" not in problem
+    assert "resnet50" in problem and "model=efficientnet_lite0" in problem
+    offline = dataclasses.replace(config, model="efficientnet_lite0")
+    assert imagenet_download_problem(offline) is None
+    assert imagenet_download_problem(dataclasses.replace(config, weights=None)) is None
+
+
+def test_keras_weights_already_in_its_cache_need_no_network(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    monkeypatch.setattr(trainer_config.socket, "create_connection", _unreachable)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / KERAS_NOTOP_FILES["efficientnet_b0"]).write_bytes(b"weights")
+
+    config = TrainerConfig(model="efficientnet_b0", weights="imagenet")
+    assert imagenet_download_problem(config) is None
