@@ -52,6 +52,12 @@ def rebuild_keras_model(saved_model_dir: str) -> keras.Model:
     # The checkpoint also holds what the SavedModel's signatures capture, which the Keras model
     # has no place for: unmatched by design, so no warning about it when the status is freed.
     restored.expect_partial()
+    # Layers that derive constants from their variables (a Normalization's mean and variance)
+    # take them up in finalize_state, which Keras calls after a checkpoint restore only for the
+    # outer model's own layers, not for those of a nested backbone.
+    for layer in model.submodules:
+        if isinstance(layer, keras.layers.Layer):
+            layer.finalize_state()
     return model
 
 

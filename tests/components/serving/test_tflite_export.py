@@ -269,6 +269,7 @@ def test_efficientnet_lite0_with_imagenet_weights_converts_to_every_tflite_model
     ).astype(np.float32)
     function = tflite_export.pixels_function(model, 64, NORMALIZATION)
     expected = model(normalize(pixels, NORMALIZATION), training=False).numpy()
+    exported = trained(normalize(pixels, NORMALIZATION), training=False).numpy()
 
     flatbuffers = {
         name: tflite_export.convert(function, model, name, pixels) for name in tflite_export.FILES
@@ -278,6 +279,7 @@ def test_efficientnet_lite0_with_imagenet_weights_converts_to_every_tflite_model
         for name, flatbuffer in flatbuffers.items()
     }
 
+    np.testing.assert_allclose(expected, exported, atol=1e-5)  # Lite0's input scaling too
     assert np.abs(answers["float32"] - expected).max() <= 1e-5
     assert np.abs(answers["float16"] - expected).max() <= 1e-2
     assert np.abs(answers["int8"] - expected).max() <= 0.1
