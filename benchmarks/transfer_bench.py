@@ -281,6 +281,17 @@ def section(records: list[dict]) -> Section:
         "Time: the whole train() call (input pipeline, training, evaluation, export), on a "
         "shared 2-core machine.",
     )
+    started = {r["dataset"]: r.get("run", {}) for r in records}
+    if len({str(run) for run in started.values()}) > 1:
+        notes += (
+            "Datasets measured by separate processes, side by side: "
+            + "; ".join(
+                f"{dataset} from {run.get('measured_at')} "
+                f"({', '.join(f'{k}={v}' for k, v in run.get('settings', {}).items())})"
+                for dataset, run in started.items()
+            )
+            + ".",
+        )
     columns = ("images", "per class", *(f"{s} acc." for s in SETTINGS))
     columns += tuple(f"{s} s" for s in SETTINGS)
     return Section(
