@@ -76,22 +76,24 @@ class _IdConverter(werkzeug.routing.IntegerConverter):
         super().__init__(url_map, max=MAX_ID)
 
 
-class _RunPages:
-    """The last few finished runs' views (a running run's page is always computed afresh)."""
+class _KeptViews:
+    """The last few views computed, by key: a finished run's page and its thumbnails are served
+    from here to the next requests instead of being recomputed."""
 
     def __init__(self):
-        self._views: collections.OrderedDict[str, views.RunView] = collections.OrderedDict()
+        self._views: collections.OrderedDict[str, object] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, store: metadata_store.MetadataStore, run_id: str) -> views.RunView:
+    def get(self, key: str, compute: Callable[[], object], keep: Callable[[object], bool]):
+        """The kept view of `key`, or compute()'s answer, kept when keep(view) says so."""
         with self._lock:
-            if run_id in self._views:
-                self._views.move_to_end(run_id)
-                return self._views[run_id]
-        view = views.run_view(store, run_id)
-        if view.run.status != "running" and view.run.run_id == run_id:
+            if key in self._views:
+                self._views.move_to_end(key)
+                return self._views[key]
+        view = compute()
+        if keep(view):
             with self._lock:
-                self._views[run_id] = view
+                self._views[key] = view
                 while len(self._views) > RUN_PAGES_KEPT:
                     self._views.popitem(last=False)
         return view
@@ -105,7 +107,17 @@ def create_app(
     app = flask.Flask(__name__)
     app.url_map.converters["id"] = _IdConverter
     app.jinja_env.filters["markdown"] = model_pages.render_markdown
-    run_pages = _RunPages()
+    _guard(app, bound)
+    _explain_failures(app, where)
+    _add_run_routes(app, open_store)
+    _add_health_routes(app, open_store)
+    _add_lineage_routes(app, open_store)
+    _add_model_routes(app, open_store)
+    return app
+
+
+def _guard(app: flask.Flask, bound: str) -> None:
+    """Answers only the Host names of `bound` (no DNS rebinding) and sends the security headers."""
     hosts = allowed_hosts(bound)
     any_address = bound in ("0.0.0.0", "::", "")
 
@@ -122,6 +134,10 @@ def create_app(
         response.headers.update(SECURITY_HEADERS)
         return response
 
+
+def _explain_failures(app: flask.Flask, where: str) -> None:
+    """Unknown names are a 404 page saying which, a failing store a 503 naming the store."""
+
     @app.context_processor
     def helpers():
         return {"page_url": flask.url_for, "standalone": False, "store_name": where}
@@ -133,6 +149,25 @@ def create_app(
     @app.errorhandler(errors.StatusError)
     def store_failed(error):
         return flask.render_template("error.html", message=f"{where}: {error}"), 503
+
+
+def _thumbnail(image: bytes | None) -> flask.Response:
+    if image is None:
+        flask.abort(404)
+    return flask.Response(image, mimetype=media.THUMBNAIL_TYPE)
+
+
+def _add_run_routes(app: flask.Flask, open_store: Callable[[], metadata_store.MetadataStore]):
+    """The runs table, two runs' diff, a run's page, its thumbnails and its one-file report."""
+    kept = _KeptViews()
+
+    def run_view(run_id: str) -> views.RunView:
+        # A running run's page is always computed afresh; a finished one never changes.
+        return kept.get(
+            run_id,
+            lambda: views.run_view(open_store(), run_id),
+            lambda view: view.run.status != "running" and view.run.run_id == run_id,
+        )
 
     @app.get("/")
     def runs():
@@ -148,7 +183,7 @@ def create_app(
 
     @app.get("/run/<run_id>")
     def run(run_id: str):
-        view = run_pages.get(open_store(), run_id)
+        view = run_view(run_id)
 
         def image_src(kind: str, index: int) -> str:
             return flask.url_for("run_image", run_id=view.run.run_id, kind=kind, index=index)
@@ -157,28 +192,26 @@ def create_app(
 
     @app.get("/run/<run_id>/<any(rejected, mistake, gradcam):kind>/<id:index>.jpg")
     def run_image(run_id: str, kind: str, index: int):
-        image = run_pages.get(open_store(), run_id).images.get((kind, index))
-        if image is None:
-            flask.abort(404)
-        return flask.Response(image, mimetype=media.THUMBNAIL_TYPE)
+        return _thumbnail(run_view(run_id).images.get((kind, index)))
 
-    # A run's health never changes once written: its page and thumbnails are kept, by run id.
-    health_pages: collections.OrderedDict[str, health_page.HealthView] = collections.OrderedDict()
-    health_lock = threading.Lock()
+    @app.get("/run/<run_id>/report.html")
+    def run_report(run_id: str):
+        return flask.Response(report.render(run_view(run_id)), mimetype="text/html")
+
+
+def _add_health_routes(app: flask.Flask, open_store: Callable[[], metadata_store.MetadataStore]):
+    """A run's data health page and its thumbnails (kept by run id: a written report never
+    changes)."""
+    kept = _KeptViews()
 
     def health_view(run_id: str) -> health_page.HealthView:
-        with health_lock:
-            if run_id in health_pages:
-                return health_pages[run_id]
-        view = health_page.health_view(open_store(), run_id)
-        if view is None:
-            raise lineage.LineageError(f"run {run_id} has no data health report")
-        if view.run.run_id == run_id:
-            with health_lock:
-                health_pages[run_id] = view
-                while len(health_pages) > RUN_PAGES_KEPT:
-                    health_pages.popitem(last=False)
-        return view
+        def compute() -> health_page.HealthView:
+            view = health_page.health_view(open_store(), run_id)
+            if view is None:
+                raise lineage.LineageError(f"run {run_id} has no data health report")
+            return view
+
+        return kept.get(run_id, compute, lambda view: view.run.run_id == run_id)
 
     @app.get("/run/<run_id>/health")
     def run_health(run_id: str):
@@ -186,15 +219,11 @@ def create_app(
 
     @app.get("/run/<run_id>/health/<int:index>.jpg")
     def run_health_image(run_id: str, index: int):
-        image = health_view(run_id).images.get(index)
-        if image is None:
-            flask.abort(404)
-        return flask.Response(image, mimetype=media.THUMBNAIL_TYPE)
+        return _thumbnail(health_view(run_id).images.get(index))
 
-    @app.get("/run/<run_id>/report.html")
-    def run_report(run_id: str):
-        view = run_pages.get(open_store(), run_id)
-        return flask.Response(report.render(view), mimetype="text/html")
+
+def _add_lineage_routes(app: flask.Flask, open_store: Callable[[], metadata_store.MetadataStore]):
+    """A model's lineage picture, a dataset's lineage and the search for an image's datasets."""
 
     @app.get("/lineage")
     def latest_lineage():
@@ -214,6 +243,10 @@ def create_app(
     def examples_lineage(examples_id: int):
         found = lineage.examples_lineage(open_store(), examples_id)
         return flask.render_template("examples.html", found=found)
+
+
+def _add_model_routes(app: flask.Flask, open_store: Callable[[], metadata_store.MetadataStore]):
+    """The model versions, a model's page and downloads, and the comparison of runs."""
 
     @app.get("/models")
     def models():
@@ -257,5 +290,3 @@ def create_app(
             status=arguments.get("status", ""),
         )
         return flask.render_template("compare.html", view=view, columns=model_pages.COLUMNS)
-
-    return app
