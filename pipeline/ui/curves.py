@@ -1,5 +1,6 @@
 """Training curves: the scalars the Trainer writes for TensorBoard (train/, eval/, perf/ tags),
-read with TensorBoard's own event reader and laid out as SVG polylines (no chart library)."""
+read with TensorBoard's own event reader, put on an epoch axis and handed to the pages as data
+that static/charts.js draws with the vendored uPlot (axes, ticks, hover values, drag to zoom)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ CHARTS = (
     ("images per second", ("perf/images_per_second",)),
 )
 LOG_DIR = "logs"  # under the Trainer's model run folder (components/training/train.py)
-WIDTH, HEIGHT, MARGIN = 360, 160, 8
+EPOCH_TAG = "train/loss"  # written once at the end of every epoch, at the epoch's last step
+ACCURACY_FLOOR_STEP = 0.05  # an accuracy axis starts at a multiple of this below the lowest value
 
 
 @dataclasses.dataclass(frozen=True)
 class Series:
-    tag: str
-    points: tuple[tuple[int, float], ...]  # (step, value), by step
-    svg_points: str  # "x,y x,y ..." inside the chart's WIDTH x HEIGHT box
+    tag: str  # what the legend names: a scalar tag, or a run on Compare
+    points: tuple[tuple[float, float], ...]  # (x, value), by x
 
     @property
     def last(self) -> float:
@@ -32,9 +33,24 @@ class Series:
 @dataclasses.dataclass(frozen=True)
 class Chart:
     title: str
+    x_label: str  # "epoch", "step" or "run"
     series: tuple[Series, ...]
-    steps: tuple[int, int]  # first and last step drawn
-    values: tuple[float, float]  # lowest and highest value drawn
+    # The value axis' fixed (low, high), or None to fit the values: accuracies get a fixed top
+    # of 1, so a 0.001 change between runs looks like one.
+    value_range: tuple[float, float] | None = None
+    x_names: tuple[str, ...] = ()  # what x = 0, 1, ... stand for (runs), shown on hover
+
+    def data(self) -> dict:
+        """What static/charts.js reads from the page."""
+        return {
+            "title": self.title,
+            "x": self.x_label,
+            "range": self.value_range,
+            "names": list(self.x_names),
+            "series": [
+                {"label": s.tag, "points": [list(p) for p in s.points]} for s in self.series
+            ],
+        }
 
 
 def read_scalars(model_run_uri: str) -> dict[str, list[tuple[int, float]]]:
@@ -60,38 +76,48 @@ def read_scalars(model_run_uri: str) -> dict[str, list[tuple[int, float]]]:
     return {tag: sorted(by_step.items()) for tag, by_step in sorted(scalars.items())}
 
 
-def _scale(value: float, low: float, high: float, size: int) -> float:
-    span = high - low
-    return MARGIN + (size - 2 * MARGIN) * ((value - low) / span if span else 0.5)
+def in_epochs(scalars: dict[str, list[tuple[int, float]]]) -> tuple[dict, str]:
+    """The scalars with x in epochs (step / steps per epoch) and the axis' name, so a
+    warm-started run and a full run line up; in steps when no epoch ended. The steps per epoch
+    are the greatest common divisor of the steps the per-epoch tag was written at (a resumed
+    run's epochs still end at multiples of it)."""
+    ends = [step for step, _ in scalars.get(EPOCH_TAG, []) if step > 0]
+    if not ends:
+        return scalars, "step"
+    per_epoch = math.gcd(*ends)
+    return {
+        tag: [(step / per_epoch, value) for step, value in points]
+        for tag, points in scalars.items()
+    }, "epoch"
 
 
-def chart(title: str, scalars: dict[str, list[tuple[int, float]]], tags) -> Chart | None:
+def _value_range(title: str, values: list[float]) -> tuple[float, float] | None:
+    if "accuracy" not in title or not all(0 <= value <= 1 for value in values):
+        return None
+    low = math.floor((min(values) - ACCURACY_FLOOR_STEP / 2) / ACCURACY_FLOOR_STEP)
+    return max(0.0, round(low * ACCURACY_FLOOR_STEP, 6)), 1.0
+
+
+def chart(
+    title: str,
+    scalars: dict[str, list[tuple[float, float]]],
+    tags,
+    x_label: str = "step",
+    x_names: tuple[str, ...] = (),
+) -> Chart | None:
     """The chart of `tags` on shared axes; None when none of them has a finite value."""
     drawn = {
-        tag: [(step, value) for step, value in scalars.get(tag, []) if math.isfinite(value)]
+        tag: tuple((x, value) for x, value in scalars.get(tag, []) if math.isfinite(value))
         for tag in tags
     }
-    drawn = {tag: points for tag, points in drawn.items() if points}
-    if not drawn:
+    series = tuple(Series(tag, points) for tag, points in drawn.items() if points)
+    if not series:
         return None
-    steps = [step for points in drawn.values() for step, _ in points]
-    values = [value for points in drawn.values() for _, value in points]
-    first, last, low, high = min(steps), max(steps), min(values), max(values)
-    series = tuple(
-        Series(
-            tag,
-            tuple(points),
-            " ".join(
-                f"{_scale(step, first, last, WIDTH):.1f},"
-                f"{HEIGHT - _scale(value, low, high, HEIGHT):.1f}"
-                for step, value in points
-            ),
-        )
-        for tag, points in drawn.items()
-    )
-    return Chart(title, series, (first, last), (low, high))
+    values = [value for s in series for _, value in s.points]
+    return Chart(title, x_label, series, _value_range(title, values), x_names)
 
 
 def training_charts(model_run_uri: str) -> list[Chart]:
-    scalars = read_scalars(model_run_uri)
-    return [c for title, tags in CHARTS if (c := chart(title, scalars, tags)) is not None]
+    scalars, x_label = in_epochs(read_scalars(model_run_uri))
+    found = (chart(title, scalars, tags, x_label) for title, tags in CHARTS)
+    return [c for c in found if c is not None]

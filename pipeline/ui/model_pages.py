@@ -276,6 +276,10 @@ COLUMNS = (
     Column("pushed", "pushed", lambda run: run.pushed_to),
 )
 STATUSES = ("complete", "failed", "interrupted", "running")
+SETTING_SORT = "set:"  # a sort key naming a setting column: set:trainer.learning_rate
+# Each run's settings as its run record has them (pipeline/lineage/diff.py's facts), without
+# the --set and config file entries: the components' settings already hold what they changed.
+_SETTINGS, _SETTINGS_REPEATED = "config.", ("config.set.", "config.file.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,6 +291,8 @@ class CompareView:
     query: str
     status: str
     chosen: tuple[str, ...]  # run ids whose curves are drawn
+    settings: tuple[str, ...]  # the settings whose values differ between the listed runs
+    run_settings: dict[str, dict[str, object]]  # run id -> setting -> value
     accuracy: curves.Chart | None  # eval accuracy across the listed runs, oldest first
     accuracy_runs: tuple[str, ...]  # the runs of its points, in order
     charts: tuple[curves.Chart, ...]  # one per COMPARED_TAGS, a series per chosen run
@@ -301,30 +307,19 @@ def compare_view(
     status: str = "",
 ) -> CompareView:
     """Runs whose id, pipeline or pushed folder contains `query` and whose status is `status`
-    (any when empty), sorted by a COLUMNS key (empty values last either way); the training
-    curves of the `chosen` runs overlaid."""
-    columns = {column.key: column for column in COLUMNS}
-    if sort not in columns:
-        raise lineage.LineageError(f"no column {sort!r} to sort by; one of {', '.join(columns)}")
+    (any when empty), sorted by a COLUMNS key or set:<setting> (empty values last either way),
+    with the settings that differ between them; the training curves of the `chosen` runs
+    overlaid."""
     if status and status not in STATUSES:
         raise lineage.LineageError(f"no status {status!r}; one of {', '.join(STATUSES)}")
     every = lineage.list_runs(store)
     picked = list(
         {run.run_id: run for run in (lineage.find_run(every, s) for s in chosen)}.values()
     )
-    needle = query.strip().lower()
-    listed = [
-        run
-        for run in every
-        if (not status or run.status == status)
-        and (
-            not needle
-            or any(
-                needle in (text or "").lower() for text in (run.run_id, run.pipeline, run.pushed_to)
-            )
-        )
-    ]
-    value = columns[sort].value
+    listed = [run for run in every if _matches(run, query, status)]
+    run_settings = {run.run_id: settings_of(store, run) for run in listed}
+    settings = differing(run_settings)
+    value = _sort_value(sort, run_settings, settings)
     present = sorted((r for r in listed if value(r) is not None), key=value, reverse=descending)
     listed = present + [r for r in listed if value(r) is None]
     listed_ids = {run.run_id for run in listed}
@@ -333,6 +328,8 @@ def compare_view(
         "eval accuracy by run",
         {"eval accuracy": [(i, run.eval_accuracy) for i, run in enumerate(by_time)]},
         ["eval accuracy"],
+        x_label="run",
+        x_names=tuple(run.run_id for run in by_time),
     )
     return CompareView(
         runs=tuple(listed),
@@ -342,20 +339,80 @@ def compare_view(
         query=query,
         status=status,
         chosen=tuple(run.run_id for run in picked),
+        settings=settings,
+        run_settings=run_settings,
         accuracy=accuracy,
         accuracy_runs=tuple(run.run_id for run in by_time),
         charts=tuple(_overlaid(store, picked)),
     )
 
 
+def _sort_value(sort: str, run_settings: dict, settings: tuple[str, ...]) -> Callable:
+    """What a run is sorted by: a COLUMNS key's value, or set:<setting>'s value."""
+    columns = {column.key: column for column in COLUMNS}
+    if sort in columns:
+        return columns[sort].value
+    setting = sort.removeprefix(SETTING_SORT)
+    if sort.startswith(SETTING_SORT) and setting in settings:
+        return lambda run: _sortable(run_settings[run.run_id].get(setting))
+    raise lineage.LineageError(
+        f"no column {sort!r} to sort by; one of {', '.join(columns)}, "
+        f"or {SETTING_SORT}<a setting that differs between the runs>"
+    )
+
+
+def _matches(run: lineage.PipelineRun, query: str, status: str) -> bool:
+    """Whether the run's id, pipeline or pushed folder contains `query` and its status is
+    `status` (either ignored when empty)."""
+    needle = query.strip().lower()
+    texts = (run.run_id, run.pipeline, run.pushed_to)
+    return (not status or run.status == status) and (
+        not needle or any(needle in (text or "").lower() for text in texts)
+    )
+
+
+def settings_of(store: metadata_store.MetadataStore, run: lineage.PipelineRun) -> dict:
+    """The run's recorded settings, setting -> value (trainer.learning_rate -> 0.001)."""
+    return {
+        key[len(_SETTINGS) :]: value
+        for key, value in lineage.run_facts(store, run).items()
+        if key.startswith(_SETTINGS) and not key.startswith(_SETTINGS_REPEATED)
+    }
+
+
+def differing(run_settings: dict[str, dict[str, object]]) -> tuple[str, ...]:
+    """The settings whose values are not the same in every run (absent counts as a value)."""
+    keys = sorted({key for settings in run_settings.values() for key in settings})
+    return tuple(
+        key
+        for key in keys
+        if len({repr(settings.get(key)) for settings in run_settings.values()}) > 1
+    )
+
+
+def _sortable(value) -> tuple | None:
+    """Numbers before text, each in their own order; None stays None (listed last)."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value, "")
+    return (1, 0, str(value))
+
+
 def _overlaid(store: metadata_store.MetadataStore, runs: list[lineage.PipelineRun]):
-    """One chart per COMPARED_TAGS with a series per run (named by its run id)."""
+    """One chart per COMPARED_TAGS with a series per run (named by its run id), against epochs
+    when every run's epochs are known, so runs of different lengths line up."""
     scalars = {}
     for run in runs:
         model_run = lineage.run_artifacts(store, run).get("model_run")
         scalars[run.run_id] = curves.read_scalars(model_run.uri) if model_run else {}
+    converted = {run_id: curves.in_epochs(found) for run_id, found in scalars.items()}
+    if all(x_label == "epoch" for _, x_label in converted.values()):
+        scalars, x_label = {run_id: found for run_id, (found, _) in converted.items()}, "epoch"
+    else:
+        x_label = "step"
     for tag in COMPARED_TAGS:
         per_run = {run_id: found.get(tag, []) for run_id, found in scalars.items()}
-        drawn = curves.chart(tag, per_run, list(per_run))
+        drawn = curves.chart(tag, per_run, list(per_run), x_label)
         if drawn is not None:
             yield drawn

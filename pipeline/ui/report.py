@@ -1,5 +1,6 @@
-"""The run page as one self-contained HTML file (style inline, thumbnails as data: URIs, no links
-to the app), for CI artifacts and e-mail: `imgpipe report`, and beside every local run's summary.
+"""The run page as one self-contained HTML file (style and chart scripts inline, thumbnails as
+data: URIs, no links to the app), for CI artifacts and e-mail: `imgpipe report`, and beside every
+local run's summary.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from pipeline.ui import media, model_pages, views
 REPORT_SUFFIX = ".html"
 # Under the pipeline root: each run's report, and each scheduled run's summary (<run id>.json).
 SUMMARIES_DIR = "run_summaries"
+# Inlined in this order, as the app's pages link them (templates/base.html).
+STYLES = ("uPlot.min.css", "style.css")
+SCRIPTS = ("uPlot.iife.min.js", "charts.js")
 
 
 @functools.lru_cache(maxsize=1)
@@ -27,10 +31,16 @@ def _environment() -> jinja2.Environment:
         autoescape=jinja2.select_autoescape(),
         undefined=jinja2.StrictUndefined,
     )
-    css = importlib.resources.files("pipeline.ui").joinpath("static", "style.css").read_text()
+    static = importlib.resources.files("pipeline.ui").joinpath("static")
+    css = "\n".join(static.joinpath(name).read_text() for name in STYLES)
+    scripts = "\n".join(static.joinpath(name).read_text() for name in SCRIPTS)
     environment.filters["markdown"] = model_pages.render_markdown
     environment.globals.update(
-        page_url=lambda endpoint, **arguments: None, standalone=True, css=css, store_name=""
+        page_url=lambda endpoint, **arguments: None,
+        standalone=True,
+        css=css,
+        scripts=scripts,
+        store_name="",
     )
     return environment
 

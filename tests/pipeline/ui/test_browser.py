@@ -68,6 +68,13 @@ def browser():
         chromium.close()
 
 
+def _hovered_values(chart) -> list[str]:
+    """The legend's value of each series with the pointer in the middle of the plot."""
+    chart.locator(".u-over").hover()
+    values = chart.locator(".u-legend .u-series .u-value")
+    return values.all_inner_texts()[1:]  # the first is the x axis'
+
+
 def test_the_runs_table_has_both_runs_and_compares_the_two_selected(browser, served, two_runs):
     page = browser.open(served + "/")
     rows = page.eval_on_selector_all("#runs tbody tr", "rows => rows.map(r => r.dataset.run)")
@@ -90,7 +97,11 @@ def test_the_run_page_shows_the_gallery_thumbnails_and_curves(browser, served, t
     assert len(overlays) == len(mistakes) and all(width > 0 for width in overlays)
     rejected = page.locator("figure.rejected", has_text=DUPLICATE)
     assert rejected.locator("img").evaluate("image => image.naturalWidth") > 0
-    assert page.locator(".chart polyline").count() >= 4
+    charts = page.locator("#training + .charts figure.chart")
+    assert charts.count() >= 4 and charts.locator(".uplot canvas").count() == charts.count()
+    assert charts.first.locator(".u-axis").count() == 2  # drawn by uPlot: x and value axes
+    assert "train/step_loss" in charts.first.locator(".u-legend").inner_text()
+    assert _hovered_values(charts.nth(1)) != ["-"] * 2  # accuracy: values read on hover
     assert page.locator("#confusion tbody tr").count() == 3
     assert page.locator("#model-card + .rendered table").count() >= 2  # the card, rendered
     if os.environ.get("IMGPIPE_UI_SCREENSHOT"):  # the README's: metrics, confusion matrix, gallery
@@ -130,6 +141,8 @@ def test_the_comparison_sorts_filters_and_overlays_the_ticked_runs(browser, serv
     page.click("#compared a[data-sort='run']")  # sorted by run id, newest first: flip it
     page.wait_for_load_state("load")
     assert listed() == [first, second]
+    settings = page.locator("#compared th.setting").all_inner_texts()
+    assert settings == ["trainer.learning_rate"]  # the one setting the runs differ in
     page.fill("input[name=q]", second)
     page.click("#apply")
     page.wait_for_load_state("load")
@@ -141,8 +154,9 @@ def test_the_comparison_sorts_filters_and_overlays_the_ticked_runs(browser, serv
     page.wait_for_load_state("load")
     curves = page.locator("#curves + .charts .chart")
     assert curves.count() >= 2
-    assert curves.first.locator("polyline").count() == 2  # one series per ticked run
-    assert page.locator("#accuracy + .charts polyline").count() == 1
+    assert len(_hovered_values(curves.first)) == 2  # one series per ticked run
+    accuracy = page.locator("#accuracy + .charts .chart")
+    assert accuracy.locator(".u-legend").inner_text().count("eval accuracy") == 1
     assert browser.problems == []
 
 

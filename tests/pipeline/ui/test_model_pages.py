@@ -14,6 +14,7 @@ from pipeline import lineage
 from pipeline.mlmd_connection import MlmdTarget
 from pipeline.ui import model_pages
 from pipeline.ui.app import create_app
+from tests.pipeline.tiny_pipeline import SECOND_RATE
 
 
 def test_the_card_renders_tables_and_shows_html_as_text():
@@ -162,6 +163,23 @@ def test_the_runs_table_sorts_and_filters_on_the_server(two_runs):
     assert none_failed.runs == () and none_failed.total == 2
     with pytest.raises(lineage.LineageError, match="no column 'speed'"):
         model_pages.compare_view(two_runs.store, [], sort="speed")
+
+
+@pytest.mark.slow
+def test_the_runs_table_has_a_column_per_setting_that_differs_and_sorts_by_it(two_runs):
+    first, second = two_runs.first.run_id, two_runs.second.run_id
+    rate = "trainer.learning_rate"
+
+    view = model_pages.compare_view(two_runs.store, [], sort="set:" + rate, descending=True)
+    only_one = model_pages.compare_view(two_runs.store, [], query=second[-6:])
+
+    assert view.settings == (rate,)  # the one setting the second run changed
+    rates = [view.run_settings[run.run_id][rate] for run in view.runs]
+    assert rates == sorted(rates, reverse=True) and SECOND_RATE in rates
+    assert {run.run_id for run in view.runs} == {first, second}
+    assert only_one.settings == ()  # one run: nothing differs
+    with pytest.raises(lineage.LineageError, match="no column 'set:trainer.epochs'"):
+        model_pages.compare_view(two_runs.store, [], sort="set:trainer.epochs")
 
 
 @pytest.mark.slow

@@ -15,19 +15,37 @@ from tests.data_prep import image_files
 from tests.data_prep.misbehaving_decoder import HANG, OVER_ALLOCATE, SEGFAULT, misbehaving
 
 
-def _points(series: curves.Series) -> list[tuple[float, float]]:
-    return [tuple(map(float, point.split(","))) for point in series.svg_points.split()]
-
-
-def test_a_chart_puts_the_lowest_value_at_the_bottom_and_the_last_step_on_the_right():
+def test_a_chart_keeps_each_tags_points_and_leaves_out_absent_tags():
     scalars = {"train/loss": [(0, 2.0), (5, 1.0), (10, 0.5)], "eval/loss": [(10, 0.8)]}
     chart = curves.chart("loss", scalars, ("train/loss", "eval/loss", "train/absent"))
     assert [s.tag for s in chart.series] == ["train/loss", "eval/loss"]
-    assert chart.steps == (0, 10) and chart.values == (0.5, 2.0)
-    train = _points(chart.series[0])
-    assert train[0] == (curves.MARGIN, curves.MARGIN)  # first step, highest value: top left
-    assert train[-1] == (curves.WIDTH - curves.MARGIN, curves.HEIGHT - curves.MARGIN)
-    assert chart.series[0].last == 0.5
+    assert chart.series[0].points == ((0, 2.0), (5, 1.0), (10, 0.5))
+    assert chart.series[0].last == 0.5 and chart.value_range is None  # loss: fit to the values
+    drawn = chart.data()
+    assert drawn["x"] == "step" and drawn["series"][1] == {
+        "label": "eval/loss",
+        "points": [[10, 0.8]],
+    }
+
+
+def test_an_accuracy_axis_ends_at_one_so_a_small_change_looks_small():
+    chart = curves.chart("accuracy", {"a": [(0, 0.9886), (1, 0.9993)]}, ("a",), "run", ("r1", "r2"))
+    assert chart.value_range == (0.95, 1.0)
+    assert chart.data()["names"] == ["r1", "r2"]
+    assert curves.chart("accuracy", {"a": [(0, 0.01)]}, ("a",)).value_range == (0.0, 1.0)
+
+
+def test_steps_become_epochs_from_where_the_per_epoch_tag_was_written():
+    scalars = {"train/loss": [(4, 1.0), (8, 0.5)], "train/step_loss": [(2, 1.2), (8, 0.4)]}
+    in_epochs, x_label = curves.in_epochs(scalars)
+    assert x_label == "epoch"
+    assert in_epochs["train/step_loss"] == [(0.5, 1.2), (2.0, 0.4)]
+    resumed = {"train/loss": [(8, 0.5), (12, 0.4)]}  # a run resumed after its first epoch
+    assert curves.in_epochs(resumed)[0]["train/loss"] == [(2.0, 0.5), (3.0, 0.4)]
+    assert curves.in_epochs({"train/step_loss": [(2, 1.2)]}) == (
+        {"train/step_loss": [(2, 1.2)]},
+        "step",
+    )
 
 
 def test_a_chart_skips_values_that_are_not_finite_and_is_absent_without_any():
