@@ -21,7 +21,7 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 
 from pipeline import lineage
-from pipeline.ui import health_page, media, model_pages, report, views
+from pipeline.ui import health_page, media, model_pages, readable, report, views
 
 RUN_PAGES_KEPT = 8
 # Pages are the app's own markup: styles from itself (and the inline bars' widths), scripts only
@@ -108,6 +108,7 @@ def create_app(
     app = flask.Flask(__name__)
     app.url_map.converters["id"] = _IdConverter
     app.jinja_env.filters["markdown"] = model_pages.render_markdown
+    readable.register(app.jinja_env)
     _guard(app, bound)
     _explain_failures(app, where)
     _add_run_routes(app, open_store)

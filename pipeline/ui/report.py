@@ -13,7 +13,7 @@ import os
 import jinja2
 from ml_metadata.metadata_store import metadata_store
 
-from pipeline.ui import media, model_pages, views
+from pipeline.ui import media, model_pages, readable, views
 
 REPORT_SUFFIX = ".html"
 # Under the pipeline root: each run's report, and each scheduled run's summary (<run id>.json).
@@ -35,6 +35,7 @@ def _environment() -> jinja2.Environment:
     css = "\n".join(static.joinpath(name).read_text() for name in STYLES)
     scripts = "\n".join(static.joinpath(name).read_text() for name in SCRIPTS)
     environment.filters["markdown"] = model_pages.render_markdown
+    readable.register(environment)
     environment.globals.update(
         page_url=lambda endpoint, **arguments: None,
         standalone=True,

@@ -194,3 +194,38 @@ def test_the_self_contained_report_shows_its_images_without_the_network(browser,
     widths = browser.widths("img")
     assert widths and all(width > 0 for width in widths)
     assert [url for url in requested if not url.startswith(("file:", "data:"))] == []
+
+
+def _every_page(two_runs) -> list[str]:
+    first, second = two_runs.first, two_runs.second
+    both = f"run={first.run_id}&run={second.run_id}"
+    return [
+        "/",
+        "/compare",
+        f"/compare?{both}",
+        f"/diff?{both}",
+        "/models",
+        f"/models/{first.model_id}",
+        "/lineage",
+        f"/lineage/examples/{first.examples_id}",
+        f"/lineage?image={two_runs.images / 'cat' / '1.jpg'}",
+        f"/run/{first.run_id}",
+        f"/run/{second.run_id}",
+        f"/run/{first.run_id}/health",
+    ]
+
+
+@pytest.mark.parametrize("width", [1400, 1024])
+def test_no_page_scrolls_sideways(browser, served, two_runs, width):
+    """Long paths and reasons wrap, wide tables and the lineage graph scroll in their own box."""
+    page = browser.page
+    page.set_viewport_size({"width": width, "height": 900})
+    try:
+        for path in _every_page(two_runs):
+            browser.open(served + path)
+            scroll, client = page.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            assert scroll <= client, f"{path} at {width} px: {scroll} px wide"
+    finally:
+        page.set_viewport_size(SCREENSHOT_VIEWPORT)

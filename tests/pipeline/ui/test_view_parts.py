@@ -10,7 +10,7 @@ from PIL import Image
 
 from data_prep.reading.image_validation import ImageLimits
 from pipeline import lineage
-from pipeline.ui import curves, graph_layout, media, views
+from pipeline.ui import app, curves, graph_layout, media, views
 from tests.data_prep import image_files
 from tests.data_prep.misbehaving_decoder import HANG, OVER_ALLOCATE, SEGFAULT, misbehaving
 
@@ -190,3 +190,21 @@ def test_an_edge_that_skips_a_column_bends_below_the_boxes_it_passes():
     assert " C " in skipping.path and " L " not in skipping.path
     parts = skipping.path.replace(",", " ").split()  # M x1 y1 C cx1 cy1 cx2 cy2 x2 y2
     assert min(float(parts[5]), float(parts[7])) > skipping.y1 + graph_layout.BOX_HEIGHT / 2
+
+
+def test_a_big_cluster_shows_twelve_thumbnails_and_the_rest_behind_a_toggle():
+    import flask
+
+    from pipeline.ui import health_page
+
+    run = lineage.PipelineRun("r1", "imgpipe", "2026-01-01T00:00:00+00:00", 1.0, "complete", ())
+    members = tuple(health_page.Shown(i, f"cat/{i}.jpg") for i in range(20))
+    view = health_page.HealthView(
+        run, {"near_duplicate_clusters": 1}, (members,), (), (), {}, "/health", {}
+    )
+    ui = app.create_app(lambda: None, "memory")
+    with ui.test_request_context():
+        page = flask.render_template("health.html", view=view)
+    shown, _, hidden = page.partition('<details class="more">')
+    assert shown.count("<figure>") == 12 and hidden.count("<figure>") == 8
+    assert "and 8 more" in hidden
