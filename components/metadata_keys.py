@@ -96,6 +96,7 @@ PIPELINE_CONTEXT, RUN_CONTEXT = "pipeline", "pipeline_run"
 RUN_PIPELINE, RUN_PID, RUN_HOST = "imgpipe_pipeline", "imgpipe_pid", "imgpipe_host"
 RUN_STATE, RUN_CONFIG_FILE = "imgpipe_state", "imgpipe_config_file"
 RUN_SET = "imgpipe_set"  # the run's --set overrides, a JSON list of 'field=value'
+RUN_NAME = "imgpipe_run_name"  # the name or note a user gave the run (--run-name)
 ENDED_BY = "imgpipe_ended_by"  # why imgpipe closed a run or an execution
 STATE_RUNNING, STATE_COMPLETE = "running", "complete"
 STATE_FAILED, STATE_INTERRUPTED = "failed", "interrupted"

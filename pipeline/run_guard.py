@@ -33,6 +33,7 @@ from components.metadata_keys import (
     RUN_CONFIG_FILE,
     RUN_CONTEXT,
     RUN_HOST,
+    RUN_NAME,
     RUN_PID,
     RUN_PIPELINE,
     RUN_SET,
@@ -161,9 +162,10 @@ def begin_run(
     holder: Holder,
     config_file: str | None = None,
     overrides: tuple[str, ...] = (),
+    name: str | None = None,
 ) -> None:
     """Records the run (state running) before its first component starts, with the settings
-    its config file gave (JSON) and its --set overrides."""
+    its config file gave (JSON), its --set overrides and the name or note it was given."""
     context = _run_context(store, run_id)
     properties = context.custom_properties
     properties[RUN_PIPELINE].string_value = pipeline
@@ -174,6 +176,8 @@ def begin_run(
         properties[RUN_CONFIG_FILE].string_value = config_file
     if overrides:
         properties[RUN_SET].string_value = json.dumps(list(overrides))
+    if name:
+        properties[RUN_NAME].string_value = name
     store.put_contexts([context])
 
 

@@ -37,6 +37,11 @@ def add_run(subparsers) -> None:
         action="store_true",
         help="fail at once when another run of this pipeline holds the store",
     )
+    parser.add_argument(
+        "--run-name",
+        metavar="TEXT",
+        help="a name or note for this run, recorded in ML Metadata and shown beside its id",
+    )
     cluster = parser.add_argument_group(
         "Beam runner",
         "local: Beam's DirectRunner in this process (or its worker processes). local-cluster: "
@@ -95,6 +100,7 @@ def _run_pipeline(args, beam_args: list[str]) -> int:
                     config_file=None if loaded.settings is None else json.dumps(loaded.settings),
                     store_target=store_target,
                     overrides=tuple(args.set),
+                    name=args.run_name,
                 )
         except BaseException as error:  # noqa: BLE001 - each failure becomes one error line
             shown.stopped("stopped" if isinstance(error, KeyboardInterrupt) else "failed")

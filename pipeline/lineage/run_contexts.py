@@ -32,6 +32,7 @@ class RunMembers:
     node_of: dict[int, tuple[str, str]]  # execution id -> (pipeline, node id)
     recorded: str | None = None  # the state the local runner recorded on the run (run_guard)
     ended_by: str | None = None  # why it recorded the run ended so, e.g. a failure's message
+    name: str | None = None  # the name or note the run was given (--run-name)
 
 
 def runs_in_store(graph: MetadataGraph) -> list[RunMembers]:
@@ -51,6 +52,7 @@ def runs_in_store(graph: MetadataGraph) -> list[RunMembers]:
         pipeline = min(names) if names else "?"
         recorded = context.custom_properties.get(metadata_keys.RUN_STATE)
         ended_by = context.custom_properties.get(metadata_keys.ENDED_BY)
+        name = context.custom_properties.get(metadata_keys.RUN_NAME)
         runs.append(
             RunMembers(
                 context.name,
@@ -60,6 +62,7 @@ def runs_in_store(graph: MetadataGraph) -> list[RunMembers]:
                 node_of,
                 recorded.string_value if recorded else None,
                 ended_by.string_value if ended_by else None,
+                name.string_value if name else None,
             )
         )
     for context in graph.store.get_contexts_by_type(LEGACY_RUN_CONTEXT):

@@ -96,6 +96,7 @@ class PipelineRun:
     not_pushed_reason: str | None = None
     # Set when the Evaluator compared with no baseline although one was blessed: why.
     baseline_skipped: str | None = None
+    name: str | None = None  # the name or note the run was given (imgpipe run --run-name)
 
     @property
     def status_words(self) -> str:
@@ -233,6 +234,7 @@ def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> Pipe
         components=components,
         model_id=first.get("model"),
         examples_id=first.get("examples"),
+        name=members.name,
         **outcome,
     )
 

@@ -40,6 +40,7 @@ def run_local(
     store_target: MlmdTarget | None = None,
     say: Callable[[str], None] = LOGGER.info,
     overrides: tuple[str, ...] = (),
+    name: str | None = None,
 ) -> PipelineRun:
     """Validates, takes the pipeline's lock (waiting when `wait`, else raising RunBusy), marks
     what a dead earlier run left RUNNING as failed, numbers the input's span, runs the whole
@@ -47,7 +48,8 @@ def run_local(
     self-contained HTML report beside the run summaries.
 
     config_file: the settings the run's config file gave (JSON), and overrides its --set
-    settings, recorded with the run (`imgpipe runs diff` shows them). A
+    settings, recorded with the run (`imgpipe runs diff` shows them), as is `name`, the run's
+    name or note (--run-name). A
     Ctrl-C (KeyboardInterrupt) records the run as interrupted and propagates, as does the error a
     library raised in its place (pipeline/interrupts.py). A span the data
     gate stops ends the run without an exception: its record says why (stopped_by,
@@ -81,7 +83,7 @@ def run_local(
         runtime_parameter_utils.substitute_runtime_parameter(
             ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
         )
-        run_guard.begin_run(store, run_id, config.name, holder, config_file, overrides)
+        run_guard.begin_run(store, run_id, config.name, holder, config_file, overrides, name)
         state, reason, failure = metadata_keys.STATE_FAILED, None, None
         try:
             with interrupts.failures_as_interrupt():

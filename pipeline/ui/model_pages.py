@@ -306,7 +306,7 @@ def compare_view(
     query: str = "",
     status: str = "",
 ) -> CompareView:
-    """Runs whose id, pipeline or pushed folder contains `query` and whose status is `status`
+    """Runs whose id, name, pipeline or pushed folder contains `query` and whose status is `status`
     (any when empty), sorted by a COLUMNS key or set:<setting> (empty values last either way),
     with the settings that differ between them; the training curves of the `chosen` runs
     overlaid."""
@@ -329,7 +329,7 @@ def compare_view(
         {"eval accuracy": [(i, run.eval_accuracy) for i, run in enumerate(by_time)]},
         ["eval accuracy"],
         x_label="run",
-        x_names=tuple(run.run_id for run in by_time),
+        x_names=tuple(run_label(run) for run in by_time),
     )
     return CompareView(
         runs=tuple(listed),
@@ -361,11 +361,16 @@ def _sort_value(sort: str, run_settings: dict, settings: tuple[str, ...]) -> Cal
     )
 
 
+def run_label(run: lineage.PipelineRun) -> str:
+    """A run as a chart names it: its id, and its name when it was given one."""
+    return f"{run.run_id} ({run.name})" if run.name else run.run_id
+
+
 def _matches(run: lineage.PipelineRun, query: str, status: str) -> bool:
-    """Whether the run's id, pipeline or pushed folder contains `query` and its status is
-    `status` (either ignored when empty)."""
+    """Whether the run's id, name, pipeline or pushed folder contains `query` and its status
+    is `status` (either ignored when empty)."""
     needle = query.strip().lower()
-    texts = (run.run_id, run.pipeline, run.pushed_to)
+    texts = (run.run_id, run.name, run.pipeline, run.pushed_to)
     return (not status or run.status == status) and (
         not needle or any(needle in (text or "").lower() for text in texts)
     )
@@ -400,12 +405,12 @@ def _sortable(value) -> tuple | None:
 
 
 def _overlaid(store: metadata_store.MetadataStore, runs: list[lineage.PipelineRun]):
-    """One chart per COMPARED_TAGS with a series per run (named by its run id), against epochs
+    """One chart per COMPARED_TAGS with a series per run (named by run_label), against epochs
     when every run's epochs are known, so runs of different lengths line up."""
     scalars = {}
     for run in runs:
         model_run = lineage.run_artifacts(store, run).get("model_run")
-        scalars[run.run_id] = curves.read_scalars(model_run.uri) if model_run else {}
+        scalars[run_label(run)] = curves.read_scalars(model_run.uri) if model_run else {}
     converted = {run_id: curves.in_epochs(found) for run_id, found in scalars.items()}
     if all(x_label == "epoch" for _, x_label in converted.values()):
         scalars, x_label = {run_id: found for run_id, (found, _) in converted.items()}, "epoch"

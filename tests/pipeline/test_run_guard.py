@@ -137,6 +137,16 @@ def test_an_interrupted_run_is_shown_interrupted(tmp_path):
     assert (facts["config.file.name"], facts["config.set.trainer.epochs"]) == ("x", "5")
 
 
+def test_a_runs_name_is_recorded_with_it_and_read_back(tmp_path):
+    store = _store(tmp_path / "metadata.db")
+    run_guard.begin_run(store, "run-1", "imgpipe", run_guard.Holder.me(), name="wider head")
+    run_guard.begin_run(store, "run-2", "imgpipe", run_guard.Holder.me())
+    for run_id in ("run-1", "run-2"):
+        _pipeline_with(store, "imgpipe", [mlmd_pb2.Execution.COMPLETE], run_id)
+    names = {run.run_id: run.name for run in lineage.list_runs(store, metrics=False)}
+    assert names == {"run-1": "wider head", "run-2": None}
+
+
 def test_a_component_that_failed_of_the_interrupt_leaves_the_run_interrupted(tmp_path):
     store = _store(tmp_path / "metadata.db")
     run_guard.begin_run(store, "run-1", "imgpipe", run_guard.Holder.me(), None, ())
