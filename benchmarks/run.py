@@ -31,6 +31,7 @@ from benchmarks import (
     serving_bench,
     training_bench,
     transfer_bench,
+    ui_bench,
     warm_start_bench,
 )
 from benchmarks.report import DOCS_PATH, RUN_KEY, run_context, write
@@ -53,6 +54,7 @@ PARTS = {
     "warm_start": warm_start_bench,
     "health": health_bench,
     "audit": audit_bench,
+    "ui": ui_bench,
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import ipaddress
+import math
 import os
 import socket
 import tempfile
@@ -21,7 +22,7 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 
 from pipeline import lineage
-from pipeline.ui import health_page, media, model_pages, readable, report, views
+from pipeline.ui import dataset_page, health_page, media, model_pages, readable, report, views
 
 RUN_PAGES_KEPT = 8
 # Pages are the app's own markup: styles from itself (and the inline bars' widths), scripts only
@@ -113,6 +114,7 @@ def create_app(
     _explain_failures(app, where)
     _add_run_routes(app, open_store)
     _add_health_routes(app, open_store)
+    _add_dataset_routes(app, open_store)
     _add_lineage_routes(app, open_store)
     _add_model_routes(app, open_store)
     return app
@@ -222,6 +224,55 @@ def _add_health_routes(app: flask.Flask, open_store: Callable[[], metadata_store
     @app.get("/run/<run_id>/health/<int:index>.jpg")
     def run_health_image(run_id: str, index: int):
         return _thumbnail(health_view(run_id).images.get(index))
+
+
+def _confidence(name: str, default: float) -> float:
+    text = flask.request.args.get(name, "").strip()
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise lineage.LineageError(f"confidence {name}: {text!r} is not a number from 0 to 1")
+    return value
+
+
+def _add_dataset_routes(app: flask.Flask, open_store: Callable[[], metadata_store.MetadataStore]):
+    """Every image of a run's span, filtered and paginated, and their thumbnails (kept by run
+    id once the run has finished: a dataset never changes)."""
+    kept = _KeptViews()
+
+    def dataset(run_id: str) -> dataset_page.Dataset:
+        return kept.get(
+            run_id,
+            lambda: dataset_page.dataset(open_store(), run_id),
+            lambda found: found.run.status != "running" and found.run.run_id == run_id,
+        )
+
+    @app.get("/data")
+    def latest_data():
+        run = views.find_run(open_store(), "latest")
+        return flask.redirect(flask.url_for("run_data", run_id=run.run_id))
+
+    @app.get("/run/<run_id>/data")
+    def run_data(run_id: str):
+        arguments = flask.request.args
+        filters = dataset_page.Filters(
+            label=arguments.get("class", ""),
+            split=arguments.get("split", ""),
+            predicted=arguments.get("predicted", ""),
+            correct=arguments.get("correct", ""),
+            flag=arguments.get("flag", ""),
+            low=_confidence("low", 0.0),
+            high=_confidence("high", 1.0),
+        )
+        number = arguments.get("page", "1")
+        shown = dataset_page.page(dataset(run_id), filters, int(number) if number.isdigit() else 1)
+        return flask.render_template("data.html", view=shown)
+
+    @app.get("/run/<run_id>/data/<id:index>.jpg")
+    def run_data_image(run_id: str, index: int):
+        return _thumbnail(dataset(run_id).images.get(index))
 
 
 def _add_lineage_routes(app: flask.Flask, open_store: Callable[[], metadata_store.MetadataStore]):

@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.ui import report
 from tests.pipeline.tiny_pipeline import SECOND_RATE
-from tests.pipeline.two_run_store import DUPLICATE
+from tests.pipeline.two_run_store import ACCEPTED, DUPLICATE
 from tests.required import require
 
 CHROMIUM = next(
@@ -212,6 +212,7 @@ def _every_page(two_runs) -> list[str]:
         f"/run/{first.run_id}",
         f"/run/{second.run_id}",
         f"/run/{first.run_id}/health",
+        f"/run/{first.run_id}/data",
     ]
 
 
@@ -227,5 +228,32 @@ def test_no_page_scrolls_sideways(browser, served, two_runs, width):
                 "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
             )
             assert scroll <= client, f"{path} at {width} px: {scroll} px wide"
+            page.wait_for_load_state("networkidle")  # lazy thumbnails, before leaving
     finally:
         page.set_viewport_size(SCREENSHOT_VIEWPORT)
+
+
+def test_the_data_page_shows_every_image_and_its_filters_change_the_grid(browser, served, two_runs):
+    page = browser.open(f"{served}/run/{two_runs.first.run_id}/data")
+
+    def grid() -> list[dict]:
+        return page.eval_on_selector_all(
+            "#grid figure.datum", "figures => figures.map(f => Object.assign({}, f.dataset))"
+        )
+
+    every = grid()
+    assert len(every) == ACCEPTED
+    widths = browser.widths("#grid img")
+    assert len(widths) == ACCEPTED and all(width > 0 for width in widths)
+    page.select_option("select[name=split]", "eval")
+    page.click("#apply")
+    page.wait_for_load_state("load")
+    evaluated = grid()
+    assert 0 < len(evaluated) < ACCEPTED and {f["split"] for f in evaluated} == {"eval"}
+    chosen = evaluated[0]["class"]
+    page.select_option("select[name=class]", chosen)
+    page.click("#apply")
+    page.wait_for_load_state("load")
+    assert {(f["split"], f["class"]) for f in grid()} == {("eval", chosen)}
+    assert page.locator("#grid figcaption", has_text="eval").count() == len(grid())
+    assert browser.problems == []

@@ -208,3 +208,30 @@ def test_a_big_cluster_shows_twelve_thumbnails_and_the_rest_behind_a_toggle():
     shown, _, hidden = page.partition('<details class="more">')
     assert shown.count("<figure>") == 12 and hidden.count("<figure>") == 8
     assert "and 8 more" in hidden
+
+
+def test_the_data_filters_keep_what_they_name_and_pages_hold_two_hundred():
+    from pipeline.ui import dataset_page
+
+    Item = dataset_page.Item
+    items = [
+        Item(0, "cat/0.jpg", "cat", "train", ()),
+        Item(1, "cat/1.jpg", "cat", "eval", ("dark",), "cat", 0.9),
+        Item(2, "dog/2.jpg", "dog", "eval", ("near-duplicate",), "cat", 0.6),
+    ]
+    keep = dataset_page.Filters
+
+    def kept(filters) -> list[int]:
+        return [item.index for item in items if filters.keep(item)]
+
+    assert kept(keep(label="cat")) == [0, 1]
+    assert kept(keep(correct="no")) == [2] and kept(keep(correct="yes")) == [1]
+    assert kept(keep(flag="dark")) == [1] and kept(keep(predicted="cat")) == [1, 2]
+    assert kept(keep(low=0.5, high=0.7)) == [2]  # unscored images have no confidence
+    assert keep(label="cat", low=0.5).arguments() == {"class": "cat", "low": 0.5}
+    run = lineage.PipelineRun("r", "p", "2026-01-01T00:00:00+00:00", 1.0, "complete", ())
+    many = tuple(Item(i, f"{i}.jpg", "cat", "train", ()) for i in range(450))
+    found = dataset_page.Dataset(run, 1, many, {})
+    last = dataset_page.page(found, keep(), 9)  # past the end: the last page
+    assert (last.page, last.pages, len(last.shown), last.matching) == (3, 3, 50, 450)
+    assert [item.index for item in dataset_page.page(found, keep(), 2).shown][0] == 200

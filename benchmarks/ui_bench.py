@@ -1,0 +1,100 @@
+"""Part `ui`: the dataset page of `imgpipe ui` on a span of IMAGES real images, as a browser asks
+for it: the first view (every example read from the shards and thumbnailed through the bounded
+decoder, once per dataset) and then a page of 200 thumbnails (the page's HTML and its 200 JPEGs,
+one request each, served from what the first view kept).
+
+Data: scikit-learn's handwritten digits (1,797 real 8x8 scans), at 32x32 px in a folder per
+digit, each scan again rolled right by one pixel, then down by two, ..., until IMAGES files;
+`imgpipe run` with the runlocal preset (one epoch) records them. The app is served in this
+process through Flask's test client (no network), over the run's store opened read-only as
+`imgpipe ui` does.
+
+Settings (environment):
+  BENCH_UI_IMAGES  images in the span (default 5000)
+  BENCH_UI_ROUNDS  pages of 200 timed; the figure is their median (default 5)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+IMAGES = int(os.environ.get("BENCH_UI_IMAGES", "5000"))
+ROUNDS = int(os.environ.get("BENCH_UI_ROUNDS", "5"))
+PAGE = 200
+
+
+def _digits(folder: str) -> None:
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    for index in range(IMAGES):
+        scan, label = (
+            digits.images[index % len(digits.images)],
+            digits.target[index % len(digits.images)],
+        )
+        shift = index // len(digits.images)  # 0: the scan, 1: right by 1 px, 2: down by 2
+        pixels = np.roll(scan, shift, axis=shift % 2)
+        image = Image.fromarray((pixels / 16 * 255).astype(np.uint8)).resize((32, 32))
+        os.makedirs(os.path.join(folder, str(label)), exist_ok=True)
+        image.convert("RGB").save(os.path.join(folder, str(label), f"{index}.png"))
+
+
+def _store(workdir: str) -> str:
+    """A fresh run over the digits; its store's path."""
+    folder, build = os.path.join(workdir, "digits"), os.path.join(workdir, "build")
+    shutil.rmtree(workdir, ignore_errors=True)
+    _digits(folder)
+    imgpipe = os.path.join(os.path.dirname(sys.executable), "imgpipe")
+    settings = ["trainer.batch_size=32", "trainer.shuffle_buffer=320", "min_accuracy=0"]
+    command = [imgpipe, "run", "--data", folder, "--build-dir", build, "--preset", "runlocal"]
+    for setting in settings:
+        command += ["--set", setting]
+    finished = subprocess.run(command, capture_output=True, text=True, check=False)
+    if finished.returncode not in (0, 3):  # pushed, or not pushed: the data is recorded either way
+        raise RuntimeError(f"imgpipe run exited {finished.returncode}: {finished.stderr[-2000:]}")
+    return os.path.join(build, "tfx", "metadata.db")
+
+
+def _page_of_thumbnails(client, url: str) -> float:
+    started = time.perf_counter()
+    page = client.get(url)
+    html = page.get_data(as_text=True)
+    sources = [part.split('"', 1)[0] for part in html.split('<img src="')[1:]]
+    for source in sources:
+        assert client.get(source).status_code == 200
+    assert len(sources) == PAGE, f"{url}: {len(sources)} thumbnails"
+    return time.perf_counter() - started
+
+
+def run(output_dir: str) -> list[dict]:
+    from pipeline.mlmd_connection import MlmdTarget
+    from pipeline.ui.app import create_app
+
+    target = MlmdTarget(sqlite=_store(os.path.join(output_dir, "ui")))
+    client = create_app(target.open, target.describe()).test_client()
+    started = time.perf_counter()
+    first = client.get("/data", follow_redirects=True)
+    first_view = time.perf_counter() - started
+    assert first.status_code == 200
+    base = first.request.path
+    pages = [
+        _page_of_thumbnails(client, f"{base}?page={1 + round_ % (IMAGES // PAGE)}")
+        for round_ in range(ROUNDS)
+    ]
+    return [
+        {"name": "ui.data_page.first_view_s", "value": first_view, "unit": "s", "images": IMAGES},
+        {
+            "name": "ui.data_page.page_of_200_s",
+            "value": statistics.median(pages),
+            "unit": "s",
+            "images": IMAGES,
+            "rounds": pages,
+        },
+    ]
