@@ -238,21 +238,24 @@ def _confidence(name: str, default: float) -> float:
 
 
 def _add_dataset_routes(app: flask.Flask, open_store: Callable[[], metadata_store.MetadataStore]):
-    """Every image of a run's span, filtered and paginated, and their thumbnails (kept by run
-    id once the run has finished: a dataset never changes)."""
+    """Every image of a finished run's span, filtered and paginated, and their thumbnails (kept
+    by run id: a finished run's dataset never changes)."""
     kept = _KeptViews()
 
     def dataset(run_id: str) -> dataset_page.Dataset:
         return kept.get(
             run_id,
             lambda: dataset_page.dataset(open_store(), run_id),
-            lambda found: found.run.status != "running" and found.run.run_id == run_id,
+            lambda found: found.run.run_id == run_id,
         )
 
     @app.get("/data")
     def latest_data():
-        run = views.find_run(open_store(), "latest")
-        return flask.redirect(flask.url_for("run_data", run_id=run.run_id))
+        runs = lineage.list_runs(open_store(), metrics=False)  # newest first
+        finished = [run for run in runs if run.status != "running" and run.examples_id]
+        if not finished:
+            raise lineage.LineageError("no finished run with a dataset in this store")
+        return flask.redirect(flask.url_for("run_data", run_id=finished[0].run_id))
 
     @app.get("/run/<run_id>/data")
     def run_data(run_id: str):

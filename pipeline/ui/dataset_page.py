@@ -98,6 +98,8 @@ class DatasetPage:
 def dataset(store: metadata_store.MetadataStore, run_spec: str) -> Dataset:
     """Every image of the run's span, with its evaluation answer and health flags."""
     run = views.find_run(store, run_spec)
+    if run.status == "running":  # its answers and flags are still to come: shown once, complete
+        raise lineage.LineageError(f"run {run.run_id} is still running; its data page follows")
     artifacts = lineage.run_artifacts(store, run)
     examples = artifacts.get("examples")
     if examples is None:

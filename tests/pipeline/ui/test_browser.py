@@ -234,6 +234,9 @@ def test_no_page_scrolls_sideways(browser, served, two_runs, width):
 
 
 def test_the_data_page_shows_every_image_and_its_filters_change_the_grid(browser, served, two_runs):
+    page = browser.open(f"{served}/data")  # the header's link: the newest finished run's
+    assert page.url.endswith(f"/run/{two_runs.second.run_id}/data")
+    page.wait_for_load_state("networkidle")  # its lazy thumbnails, before leaving
     page = browser.open(f"{served}/run/{two_runs.first.run_id}/data")
 
     def grid() -> list[dict]:
@@ -243,6 +246,8 @@ def test_the_data_page_shows_every_image_and_its_filters_change_the_grid(browser
 
     every = grid()
     assert len(every) == ACCEPTED
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")  # the lazy ones load
+    page.wait_for_load_state("networkidle")
     widths = browser.widths("#grid img")
     assert len(widths) == ACCEPTED and all(width > 0 for width in widths)
     page.select_option("select[name=split]", "eval")
