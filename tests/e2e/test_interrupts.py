@@ -87,5 +87,5 @@ def test_a_signal_at_any_point_stops_the_run_and_pushes_nothing(store, line, wai
     runs = _listed_runs(build)  # none when the first run stopped before its first execution
     assert all(run["status"] == "interrupted" and run["pushed_to"] is None for run in runs)
     assert "running" not in {c["state"] for run in runs for c in run["components"]}
-    serving = build / "serving" / "imgpipe"
-    assert not serving.exists() or not os.listdir(serving)
+    serving = build / "serving" / "imgpipe"  # the serving lock and staging may be left, no version
+    assert not serving.exists() or not [name for name in os.listdir(serving) if name.isdigit()]
