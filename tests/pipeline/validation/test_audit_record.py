@@ -1,6 +1,7 @@
 """`imgpipe audit` over the newest ingest a pipeline run recorded, and its record beside it, on a
 copy of the shared two-run store (the audit writes to the store)."""
 
+import re
 import shutil
 
 import pytest
@@ -42,7 +43,8 @@ def test_audit_of_the_store_records_a_data_health_made_from_the_newest_examples(
 
     assert main([*argv, "--preset", "runlocal", "--folds", "2"]) == exit_codes.OK
     out = capfd.readouterr().out
-    assert "likely mislabelled images: " in out and f" of {ACCEPTED}, " in out
+    # On this tiny store the audit may score at chance and list none; either way it counts them all.
+    assert re.search(rf"likely mislabelled images: (\d+|none listed) of {ACCEPTED}\b", out), out
 
     store = open_store(store_copy)
     examples_id = audit_record.newest_ingest(store, two_runs.config.name).examples_id
