@@ -118,3 +118,8 @@ AUDIT_ACCURACY_PROPERTY = "held_out_accuracy"
 AUDIT_CHANCE_PROPERTY = "chance_accuracy"
 AUDIT_AT_CHANCE_PROPERTY = "at_chance"
 AUDIT_TRAINER_PROPERTY = "audit_trainer"
+# `imgpipe models rollback`: an execution recording the serving folder and the version pinned
+# there (0 when the pin was removed, so the highest whole version serves).
+ROLLBACK_EXECUTION_TYPE = "imgpipe.Rollback"
+SERVING_FOLDER_PROPERTY = "serving_folder"
+PINNED_VERSION_PROPERTY = "pinned_version"

@@ -1,9 +1,10 @@
 """What imgpipe may do in a serving root (`<serving_dir>/<name>/`), a folder it shares with
 model servers, other tools and other pipelines.
 
-It removes only a folder it staged itself (a name it recorded) and renames aside a version it
-pushed; it never follows a link to do either, never works outside the root, and leaves every
-entry it has no record of as it is. Two stores that push into one root take its lock (flock on
+It removes only a folder it staged itself (a name it recorded), renames aside a version it
+pushed, and writes or removes only its own pin file (a rollback); it never follows a link to
+do any of these, never works outside the root, and leaves every entry it has no record of as
+it is. Two stores that push into one root take its lock (flock on
 a file in the root) around each change, so one never touches the other's push mid-way.
 Remote roots (gs://...) hold no links and take no lock: only local paths are checked here.
 """
@@ -16,6 +17,8 @@ import os
 import shutil
 import stat
 from collections.abc import Iterator
+
+from components.serving.versions import PIN_FILE, PIN_HEADER, pinned_version
 
 LOCK_FILE = ".imgpipe-serving.lock"
 ASIDE_SUFFIX = ".broken"
@@ -82,3 +85,43 @@ def move_aside(path: str, base_directory: str) -> str | None:
             os.rename(path, target)
             return target
     return None
+
+
+class NotOurs(RuntimeError):
+    """An entry of the serving root is a link or was not written by imgpipe: left as it is."""
+
+
+def pin(base_directory: str, version: int) -> None:
+    """Writes the pin file naming version: a new file beside it, then renamed over it, so a
+    reader sees the old pin or the new one. Raises NotOurs when the pin's name holds a link or
+    anything imgpipe did not write. The caller holds the root's lock."""
+    path = _own_pin(base_directory)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    descriptor = os.open(
+        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+    )
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as pin_file:
+            pin_file.write(f"{PIN_HEADER}\n{version}\n")
+            pin_file.flush()
+            os.fsync(pin_file.fileno())
+        os.rename(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def unpin(base_directory: str) -> bool:
+    """Removes imgpipe's pin file; False when there was none. Raises NotOurs as pin does."""
+    path = _own_pin(base_directory)
+    if not os.path.lexists(path):
+        return False
+    os.unlink(path)
+    return True
+
+
+def _own_pin(base_directory: str) -> str:
+    path = os.path.join(base_directory, PIN_FILE)
+    if os.path.lexists(path) and pinned_version(base_directory) is None:
+        raise NotOurs(f"{path} is a link or a file imgpipe did not write; it is left as it is")
+    return path

@@ -10,7 +10,7 @@ import sys
 import warnings
 
 from pipeline import exit_codes
-from pipeline.cli import audit, predict, prep, queries, run, schema, serve, ui, vertex
+from pipeline.cli import audit, models, predict, prep, queries, run, schema, serve, ui, vertex
 from pipeline.cli import config_command as config
 
 LOGGED_COMMANDS = (
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_schema(subparsers)
     predict.add_predict(subparsers)
     serve.add_serve(subparsers)
+    models.add_models(subparsers)
     ui.add_ui(subparsers)
     ui.add_report(subparsers)
     vertex.add_compile_vertex(subparsers)

@@ -21,6 +21,7 @@ from pipeline.factory import create_pipeline
 from pipeline.lineage import STOPPED_BY_GATE, PipelineRun, run_record
 from pipeline.mlmd_connection import MlmdTarget, check_sqlite_store
 from pipeline.runners.damaged_examples import damaged_shard_failure
+from pipeline.serving.rollback import pinned_note
 from pipeline.serving.serving_folder import repair_serving_folder
 from pipeline.ui.report import report_path, write_report
 from pipeline.validation.data_snapshot import take_snapshot
@@ -58,7 +59,8 @@ def run_local(
     lock file stays beside config.metadata_path, so with a server store it orders the runs of
     one build folder; an orchestrator (Airflow's max_active_runs=1) orders them across hosts.
     say: shows a line on the console: what was repaired in the serving folder before the run,
-    and a report that could not be written (a by-product: the run keeps its outcome).
+    a report that could not be written (a by-product: the run keeps its outcome), and a
+    rollback that keeps a newer pushed version from serving.
     """
     config = with_absolute_paths(config.validate())
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
@@ -112,4 +114,7 @@ def run_local(
         LOGGER.warning("run report %s not written", report, exc_info=True)
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
         say(f"the run report could not be written to {report}: {reason}")
+    note = pinned_note(serving_folder)
+    if note:  # a rollback keeps this run's push from serving
+        say(note)
     return summary

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from components.serving import serving_root
+from components.serving.versions import PIN_FILE, pinned_version
 
 
 def test_a_second_store_waits_for_the_lock_of_the_first(tmp_path):
@@ -53,3 +54,31 @@ def test_links_and_entries_outside_the_root_are_never_removed_or_moved(tmp_path)
     (root / "6").mkdir()
     (root / "6.broken").mkdir()
     assert serving_root.move_aside(str(root / "6"), str(root)) == str(root / "6.broken.2")
+
+
+def test_the_pin_is_written_whole_and_never_through_a_link(tmp_path):
+    serving_root.pin(tmp_path, 1700000000)
+    assert pinned_version(tmp_path) == 1700000000
+    serving_root.pin(tmp_path, 1800000000)  # its own pin is replaced
+    assert pinned_version(tmp_path) == 1800000000
+    assert sorted(os.listdir(tmp_path)) == [PIN_FILE]  # no temporary file left
+    assert serving_root.unpin(tmp_path) is True
+    assert serving_root.unpin(tmp_path) is False
+    target = tmp_path.parent / f"{tmp_path.name}-target"
+    target.write_text("someone else's file")
+    (tmp_path / PIN_FILE).symlink_to(target)
+    with pytest.raises(serving_root.NotOurs):
+        serving_root.pin(tmp_path, 1700000000)
+    with pytest.raises(serving_root.NotOurs):
+        serving_root.unpin(tmp_path)
+    assert target.read_text() == "someone else's file"
+    assert os.path.islink(tmp_path / PIN_FILE)
+
+
+def test_a_file_imgpipe_did_not_write_under_the_pins_name_stays(tmp_path):
+    (tmp_path / PIN_FILE).write_text("another tool's notes")
+    with pytest.raises(serving_root.NotOurs):
+        serving_root.pin(tmp_path, 1700000000)
+    with pytest.raises(serving_root.NotOurs):
+        serving_root.unpin(tmp_path)
+    assert (tmp_path / PIN_FILE).read_text() == "another tool's notes"
