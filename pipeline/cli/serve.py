@@ -20,12 +20,13 @@ def add_serve(subparsers) -> None:
         help="serve the pushed model on TensorFlow Serving's REST API",
         description="Answers TensorFlow Serving's REST API (GET /v1/models/NAME, "
         "/v1/models/NAME/metadata, POST /v1/models/NAME[/versions/N]:predict with `instances` "
-        'or `inputs`, {"b64": ...} for image bytes) for the highest version under '
-        "<serving_dir>/<name>/, the Pusher's folder of the settings (--build-dir, --config, "
-        "--set), or under --model. A version pushed meanwhile is loaded and warmed up in the "
-        "background, then served; the previous one answers until then. Every image goes "
-        "through the ingest's checks first, so a non-image or a decompression bomb is a 400 "
-        "naming the problem. It has no login: it listens on 127.0.0.1 unless told otherwise.",
+        'or `inputs`, {"b64": ...} for image bytes) for the highest version (or the one '
+        "`imgpipe models rollback` pinned) under <serving_dir>/<name>/, the Pusher's folder of "
+        "the settings (--build-dir, --config, --set), or under --model. A version pushed "
+        "meanwhile is loaded and warmed up in the background, then served; the previous one "
+        "answers until then. Every image goes through the ingest's checks first, so a "
+        "non-image or a decompression bomb is a 400 naming the problem. It has no login: it "
+        "listens on 127.0.0.1 unless told otherwise.",
     )
     parser.add_argument(
         "--model",
