@@ -28,7 +28,8 @@ def add_compile_vertex(subparsers) -> None:
     parser.add_argument("--image", required=True, help="container image the components run in")
     parser.add_argument("--span", type=int, default=1, help="this data drop's span")
     parser.add_argument(
-        "--serving-dir", help="where blessed models are pushed (default: PIPELINE_ROOT/serving)"
+        "--serving-dir",
+        help="where blessed models are pushed (default: PIPELINE_ROOT-serving, beside the root)",
     )
     parser.add_argument(
         "--drift-baseline",
@@ -44,7 +45,7 @@ def _run_compile_vertex(args, beam_args: list[str]) -> int:
     from pipeline.runners.vertex import compile_vertex, snapshot_for_vertex
 
     try:
-        serving_dir = args.serving_dir or f"{args.pipeline_root.rstrip('/')}/serving"
+        serving_dir = args.serving_dir or f"{args.pipeline_root.rstrip('/')}-serving"
         flags = [
             Override.of("--pipeline-root", "pipeline_root", args.pipeline_root),
             Override.of("--serving-dir", "serving_dir", serving_dir),

@@ -175,6 +175,6 @@ def test_cli_writes_the_spec_with_beam_options_after_dashes(compiled, tmp_path, 
     spec = json.loads(output.read_text())
     executor = spec["pipelineSpec"]["deploymentSpec"]["executors"]["Transform_executor"]
     assert executor["container"]["args"][-1] == "--runner=FlinkRunner"
-    assert f"{ROOT}/serving/imgpipe" in json.dumps(
+    assert f"{ROOT}-serving/imgpipe" in json.dumps(
         spec["pipelineSpec"]["root"]["dag"]["tasks"]["Pusher"]
     )
