@@ -31,6 +31,9 @@ LABELLED_ACCURACY_PROPERTY = "labelled_accuracy"
 # DataGate's output key; DataVerdict custom property: "" or the class change the policy allowed.
 DATA_VERDICT_OUTPUT_KEY = "verdict"
 CLASS_CHANGE_PROPERTY = "class_change"
+# DataVerdict custom property: JSON list of the image size distances measured against their
+# thresholds ({feature, distance, threshold, passed}); [] when there was no baseline.
+DRIFT_DISTANCES_PROPERTY = "drift_distances"
 # ImageExampleGen's output key for its IngestReport, and its parameter holding the IngestConfig.
 INGEST_REPORT_OUTPUT_KEY = "ingest_report"
 INGEST_CONFIG_PARAMETER = "ingest_config"

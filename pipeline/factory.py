@@ -126,13 +126,12 @@ def statistics_options() -> tfdv.StatsOptions:
 
 
 def drift_config(gate: GateConfig) -> distribution_validator_pb2.DistributionValidatorConfig:
-    """The drift check's comparators: class shares and format mix by L-infinity distance,
-    height and width histograms by Jensen-Shannon divergence, thresholds from the config."""
+    """TFDV's drift comparators: class shares and format mix by L-infinity distance,
+    thresholds from the config. Image sizes are numeric, which TFDV's L-infinity does not read:
+    the data gate measures them (components/validation/size_drift.py)."""
     thresholds = {
         features.LABEL_NAME: ("infinity_norm", gate.class_distribution_linf),
         features.IMAGE_FORMAT: ("infinity_norm", gate.image_format_linf),
-        features.HEIGHT: ("jensen_shannon_divergence", gate.image_size_jsd),
-        features.WIDTH: ("jensen_shannon_divergence", gate.image_size_jsd),
     }
     config = distribution_validator_pb2.DistributionValidatorConfig()
     for name, (metric, threshold) in thresholds.items():
@@ -327,7 +326,7 @@ def validation(
     statistics = statistics_gen.outputs["statistics"]
     schema_node, schema = decided_schema(config, data, statistics)
     example_validator = tfx.components.ExampleValidator(statistics=statistics, schema=schema)
-    drift_nodes = []
+    drift_nodes, baseline = [], None
     if drift_baseline_node is not None:
         baseline_node, baseline = drift_baseline_node(statistics)
         distribution_validator = DistributionValidator(
@@ -345,6 +344,10 @@ def validation(
         reference_label_map=json.dumps(data.reference_label_map, sort_keys=True),
         allow_class_changes=config.gate.allow_class_changes,
         pipeline=config.name,
+        statistics=statistics,
+        baseline_statistics=baseline.as_optional() if baseline is not None else None,
+        drift_split=DRIFT_SPLIT,
+        image_size_share=config.gate.image_size_share,
         max_near_duplicate_fraction=config.gate.max_near_duplicate_fraction,
     )
     nodes = [statistics_gen, schema_node, example_validator, *drift_nodes, data_gate]

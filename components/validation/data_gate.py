@@ -8,18 +8,22 @@ execution's result in ML Metadata, so the run record says why nothing trained; a
 reads no execution result (TFX's legacy one under Airflow, Kubeflow V2's container entrypoint on
 Vertex) gets it as a SpanStopped exception, which fails the task so nothing downstream runs. A
 passing gate writes a DataVerdict artifact that records an allowed class change (the Evaluator
-then has no baseline, see pipeline/validation/baseline_strategy.py).
+then has no baseline, see pipeline/validation/baseline_strategy.py) and every image size
+distance it measured against its threshold (components/validation/size_drift.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 
 from apache_beam.io.filesystems import FileSystems
+from tensorflow_data_validation import FeaturePath
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx import types
+from tfx.components.statistics_gen import stats_artifact_utils
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.proto.orchestration import execution_result_pb2
 from tfx.types import artifact, artifact_utils, component_spec, standard_artifacts
@@ -27,6 +31,7 @@ from tfx.types import artifact, artifact_utils, component_spec, standard_artifac
 from components import metadata_keys
 from components.artifacts import DataVerdict, IngestReport
 from components.ingest.ingest_report_reader import IngestReportRecord
+from components.validation.size_drift import METRIC, SIZE_FEATURES, Distance, share_distance
 from data_prep.contract import features
 from data_prep.contract.label_map import class_change, names_by_id
 
@@ -34,6 +39,10 @@ ANOMALIES_FILE = "SchemaDiff.pb"  # what ExampleValidator and DistributionValida
 ANOMALIES_KEY = "anomalies"  # ExampleValidator's: the span against the schema
 DRIFT_KEY = "drift_anomalies"  # DistributionValidator's: the span against the baseline data
 INGEST_REPORT_KEY = "ingest_report"
+STATISTICS_KEY = "statistics"  # StatisticsGen's: the span's
+BASELINE_KEY = "baseline_statistics"  # the blessed model's training data's
+DRIFT_SPLIT_KEY = "drift_split"
+IMAGE_SIZE_SHARE_KEY = "image_size_share"
 VERDICT_KEY = metadata_keys.DATA_VERDICT_OUTPUT_KEY
 REFERENCE_LABEL_MAP_KEY = "reference_label_map"
 ALLOW_CLASS_CHANGES_KEY = "allow_class_changes"
@@ -45,9 +54,8 @@ STOPPED_CODE = 9  # the ExecutionResult code of a stopped span (gRPC's FAILED_PR
 _DRIFT_SETTINGS = {
     features.LABEL_NAME: "gate.class_distribution_linf",
     features.IMAGE_FORMAT: "gate.image_format_linf",
-    features.HEIGHT: "gate.image_size_jsd",
-    features.WIDTH: "gate.image_size_jsd",
 }
+_SIZE_SETTING = "gate.image_size_share"
 _MEASURED = re.compile(r" is ([0-9.eE+-]+) \(up to six significant digits\), above the threshold")
 
 
@@ -107,14 +115,18 @@ def class_problem(
 
 
 def let_through(feature: str, line: str) -> str:
-    """The --set that lets a drifted span through (its threshold raised to the measured
-    distance, rounded up to hundredths), as a clause to append to the drift line; '' when the
-    line names no measured distance."""
+    """The --set that lets a drifted span through, as a clause to append to the drift line; ''
+    when the line names no measured distance."""
     found = _MEASURED.search(line)
     if feature not in _DRIFT_SETTINGS or not found:
         return ""
-    threshold = min(1.0, math.ceil(float(found.group(1)) * 100 - 1e-9) / 100)
-    return f"; to let this span through: --set {_DRIFT_SETTINGS[feature]}={threshold:g}"
+    return _raised_to(_DRIFT_SETTINGS[feature], float(found.group(1)))
+
+
+def _raised_to(setting: str, measured: float) -> str:
+    """The clause setting a threshold to the measured distance, rounded up to hundredths."""
+    threshold = min(1.0, math.ceil(measured * 100 - 1e-9) / 100)
+    return f"; to let this span through: --set {setting}={threshold:g}"
 
 
 def near_duplicate_problem(fraction: float | None, limit: float) -> str | None:
@@ -125,6 +137,41 @@ def near_duplicate_problem(fraction: float | None, limit: float) -> str | None:
         f"near-duplicates: {fraction:.1%} of the distinct images are in near-duplicate clusters "
         f"> gate.max_near_duplicate_fraction {limit:.1%}; the ingest report lists them under "
         "near_duplicates"
+    )
+
+
+def size_distances(
+    statistics: artifact.Artifact, baseline: artifact.Artifact | None, split: str, threshold: float
+) -> list[Distance]:
+    """Each image size feature's share distance between the span's and the baseline's split;
+    none without a baseline (the first span)."""
+    if baseline is None:
+        return []
+    current, previous = (
+        stats_artifact_utils.load_statistics(a, split).get_default_slice_or_die()
+        for a in (statistics, baseline)
+    )
+    return [
+        Distance(
+            name,
+            share_distance(
+                current.get_feature(FeaturePath([name])).proto(),
+                previous.get_feature(FeaturePath([name])).proto(),
+            ),
+            threshold,
+        )
+        for name in SIZE_FEATURES
+    ]
+
+
+def size_problem(distance: Distance, split: str) -> str | None:
+    """Why an image size distance stops the span (with the setting that lets it through), or
+    None."""
+    if distance.passed:
+        return None
+    return (
+        f"drift: {split}: feature '{distance.feature}': {METRIC} is {distance.distance:.3f}, "
+        f"above the threshold {distance.threshold:g}" + _raised_to(_SIZE_SETTING, distance.distance)
     )
 
 
@@ -167,6 +214,14 @@ class Executor(base_executor.BaseExecutor):
             record.near_duplicate_fraction, float(exec_properties[MAX_NEAR_DUPLICATE_FRACTION_KEY])
         )
         problems += [duplicates] if duplicates else []
+        split = exec_properties[DRIFT_SPLIT_KEY]
+        distances = size_distances(
+            artifact_utils.get_single_instance(input_dict[STATISTICS_KEY]),
+            (input_dict.get(BASELINE_KEY) or [None])[0],
+            split,
+            float(exec_properties[IMAGE_SIZE_SHARE_KEY]),
+        )
+        problems += [p for d in distances if (p := size_problem(d, f"{split}_{split}"))]
         if problems:
             span = report.get_int_custom_property("span")
             message = f"data gate stopped span {span} before training:\n  " + "\n  ".join(problems)
@@ -182,6 +237,10 @@ class Executor(base_executor.BaseExecutor):
         verdict.set_string_custom_property(
             metadata_keys.CLASS_CHANGE_PROPERTY, change.describe() if change else ""
         )
+        verdict.set_string_custom_property(
+            metadata_keys.DRIFT_DISTANCES_PROPERTY,
+            json.dumps([dataclasses.asdict(d) | {"passed": d.passed} for d in distances]),
+        )
         return None
 
 
@@ -191,6 +250,8 @@ class DataGateSpec(component_spec.ComponentSpec):
         ALLOW_CLASS_CHANGES_KEY: component_spec.ExecutionParameter(type=int),
         PIPELINE_KEY: component_spec.ExecutionParameter(type=str),
         MAX_NEAR_DUPLICATE_FRACTION_KEY: component_spec.ExecutionParameter(type=float),
+        DRIFT_SPLIT_KEY: component_spec.ExecutionParameter(type=str),
+        IMAGE_SIZE_SHARE_KEY: component_spec.ExecutionParameter(type=float),
     }
     INPUTS = {
         ANOMALIES_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleAnomalies),
@@ -198,6 +259,10 @@ class DataGateSpec(component_spec.ComponentSpec):
             type=standard_artifacts.ExampleAnomalies, optional=True
         ),
         INGEST_REPORT_KEY: component_spec.ChannelParameter(type=IngestReport),
+        STATISTICS_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleStatistics),
+        BASELINE_KEY: component_spec.ChannelParameter(
+            type=standard_artifacts.ExampleStatistics, optional=True
+        ),
     }
     OUTPUTS = {VERDICT_KEY: component_spec.ChannelParameter(type=DataVerdict)}
 
@@ -206,8 +271,11 @@ class DataGate(base_component.BaseComponent):
     """Args: anomalies (ExampleValidator), drift_anomalies (DistributionValidator; None: no
     drift check), ingest_report (ImageExampleGen), reference_label_map (JSON: the pipeline's
     label map, see DataSnapshot; "{}" on its first span), allow_class_changes (the policy),
-    pipeline (its name, for the setting that trains without a vanished class) and
-    max_near_duplicate_fraction (1.0: no limit)."""
+    pipeline (its name, for the setting that trains without a vanished class),
+    statistics (the span's) and baseline_statistics (the blessed model's data; None or an empty
+    channel: no size drift check), drift_split (the split compared), image_size_share (the
+    largest allowed share distance of height and width) and max_near_duplicate_fraction (1.0:
+    no limit)."""
 
     SPEC_CLASS = DataGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
@@ -220,6 +288,10 @@ class DataGate(base_component.BaseComponent):
         reference_label_map: str,
         allow_class_changes: bool,
         pipeline: str,
+        statistics,
+        baseline_statistics,
+        drift_split: str,
+        image_size_share: float,
         max_near_duplicate_fraction: float = 1.0,
     ):
         super().__init__(
@@ -231,6 +303,10 @@ class DataGate(base_component.BaseComponent):
                 allow_class_changes=int(allow_class_changes),
                 pipeline=pipeline,
                 max_near_duplicate_fraction=float(max_near_duplicate_fraction),
+                statistics=statistics,
+                baseline_statistics=baseline_statistics,
+                drift_split=drift_split,
+                image_size_share=float(image_size_share),
                 verdict=types.Channel(type=DataVerdict),
             )
         )

@@ -32,8 +32,9 @@ class GateConfig:
     Each span is compared with the data the current blessed model was trained on (its train
     split's statistics, by TFX's DistributionValidator); a distance above a threshold stops the
     run, naming the feature, the metric, the measured value and the threshold. The defaults let
-    through the sampling noise of a few hundred images per class and stop a changed source: a
-    class share moved by a fifth, a fifth of the images in another format, other image sizes.
+    through the sampling noise of a few hundred images per class and a handful of odd images,
+    and stop a changed source: a class share moved by a fifth, a fifth of the images in another
+    format or at another size.
 
     Attributes:
       allow_class_changes: a span whose class set differs from the reference label map (the
@@ -44,8 +45,9 @@ class GateConfig:
       class_distribution_linf: the largest allowed L-infinity distance between the class shares
         (`label_name`) of the span and of the baseline data.
       image_format_linf: the same for the JPEG/PNG mix (`image_format`).
-      image_size_jsd: the largest allowed Jensen-Shannon divergence between the `height`
-        histograms, and between the `width` histograms.
+      image_size_share: the largest allowed share of images that moved across any `height`
+        threshold, and any `width` threshold (the L-infinity distance between the span's and
+        the baseline's distributions; docs/data-gate.md).
       max_near_duplicate_fraction: the largest allowed share of the span's distinct images that
         are in near-duplicate clusters (ingest.near_duplicate_max_difference); 1.0 allows any.
     """
@@ -53,11 +55,11 @@ class GateConfig:
     allow_class_changes: bool = False
     class_distribution_linf: float = 0.2
     image_format_linf: float = 0.2
-    image_size_jsd: float = 0.3
+    image_size_share: float = 0.2
     max_near_duplicate_fraction: float = 1.0
 
     def validate(self) -> GateConfig:
-        for field in ("class_distribution_linf", "image_format_linf", "image_size_jsd"):
+        for field in ("class_distribution_linf", "image_format_linf", "image_size_share"):
             value = getattr(self, field)
             if not 0.0 < value <= 1.0:
                 raise ConfigError(field, f"{value} is not in (0, 1]")

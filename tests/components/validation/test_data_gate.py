@@ -11,6 +11,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from components import metadata_keys
 from components.artifacts import IngestReport
 from components.validation import data_gate
+from tests.components.validation.size_statistics import size_statistics
 
 REFERENCE = {"circle": 0, "square": 1, "triangle": 2}
 
@@ -36,6 +37,18 @@ def _drift(feature, description):
     return anomalies
 
 
+def _statistics(root, sides):
+    """An ExampleStatistics artifact of a train split whose images are sides x sides."""
+    artifact = standard_artifacts.ExampleStatistics()
+    artifact.uri = str(root)
+    artifact.split_names = artifact_utils.encode_split_names(["train"])
+    (root / "Split-train").mkdir(parents=True)
+    (root / "Split-train" / "FeatureStats.pb").write_bytes(
+        size_statistics(sides).SerializeToString()
+    )
+    return artifact
+
+
 def _report(root, label_map, near_duplicates=0.0):
     """An IngestReport as ImageExampleGen records it (the gate reads its recorded label map and
     near-duplicate share)."""
@@ -57,9 +70,11 @@ def _run(
     reads_results=True,
     near_duplicates=0.0,
     limit=1.0,
+    sides=([28] * 100, [28] * 100),
 ):
     """The gate's executor as a launcher that reads execution results (the local runner's)
-    runs it, or as TFX's legacy launcher (Airflow's) does, with no executor output path."""
+    runs it, or as TFX's legacy launcher (Airflow's) does, with no executor output path. sides:
+    the span's and the baseline's image sides (a None baseline: the first span)."""
     verdict = data_gate.DataVerdict()
     context = base_executor.BaseExecutor.Context(
         executor_output_uri=str(tmp_path / "executor_output.pb") if reads_results else None
@@ -73,6 +88,10 @@ def _run(
                 _anomalies(tmp_path / "drift", "SplitPair", "train_train", drift)
             ],
             data_gate.INGEST_REPORT_KEY: [_report(tmp_path / "report", label_map, near_duplicates)],
+            data_gate.STATISTICS_KEY: [_statistics(tmp_path / "statistics", sides[0])],
+            data_gate.BASELINE_KEY: []
+            if sides[1] is None
+            else [_statistics(tmp_path / "baseline", sides[1])],
         },
         {data_gate.VERDICT_KEY: [verdict]},
         {
@@ -80,6 +99,8 @@ def _run(
             data_gate.ALLOW_CLASS_CHANGES_KEY: int(allow),
             data_gate.PIPELINE_KEY: "shapes",
             data_gate.MAX_NEAR_DUPLICATE_FRACTION_KEY: limit,
+            data_gate.DRIFT_SPLIT_KEY: "train",
+            data_gate.IMAGE_SIZE_SHARE_KEY: 0.2,
         },
     )
     return output, verdict
@@ -105,13 +126,48 @@ def test_drift_stops_the_span_naming_feature_value_and_threshold(tmp_path):
     assert message.endswith("; to let this span through: --set gate.image_format_linf=1")
 
 
+def _distances(verdict):
+    recorded = verdict.get_string_custom_property(metadata_keys.DRIFT_DISTANCES_PROPERTY)
+    return {d["feature"]: d for d in json.loads(recorded)}
+
+
+def test_five_odd_sized_images_in_five_thousand_pass_and_the_verdict_records_it(tmp_path):
+    output, verdict = _run(tmp_path, REFERENCE, sides=([28] * 4995 + [56] * 5, [28] * 5000))
+    assert output is None
+    recorded = _distances(verdict)
+    assert set(recorded) == {"height", "width"}
+    assert recorded["height"] == {
+        "feature": "height",
+        "distance": pytest.approx(0.001),
+        "threshold": 0.2,
+        "passed": True,
+    }
+
+
+def test_a_third_of_the_images_at_another_size_stop_the_span(tmp_path):
+    output, _ = _run(tmp_path, REFERENCE, sides=([28] * 3500 + [56] * 1500, [28] * 5000))
+    message = output.execution_result.result_message
+    for feature in ("height", "width"):
+        assert (
+            f"drift: train_train: feature '{feature}': L-infinity distance between the CDFs "
+            "(share of images moved) is 0.300, above the threshold 0.2; to let this span "
+            "through: --set gate.image_size_share=0.3"
+        ) in message
+
+
+def test_without_a_baseline_no_distance_is_measured(tmp_path):
+    output, verdict = _run(tmp_path, REFERENCE, sides=([28] * 10, None))
+    assert output is None
+    assert _distances(verdict) == {}
+
+
 def test_the_let_through_setting_is_the_measured_distance_rounded_up():
     line = "The distance is 0.2314 (up to six significant digits), above the threshold 0.2."
     assert data_gate.let_through("label_name", line) == (
         "; to let this span through: --set gate.class_distribution_linf=0.24"
     )
-    assert data_gate.let_through("width", line.replace("0.2314", "0.3")).endswith(
-        "--set gate.image_size_jsd=0.3"
+    assert data_gate.let_through("image_format", line.replace("0.2314", "0.3")).endswith(
+        "--set gate.image_format_linf=0.3"
     )
     assert data_gate.let_through("sha256", line) == ""
     assert data_gate.let_through("label_name", "no distance here") == ""

@@ -122,6 +122,6 @@ def test_flags_beat_the_config_file_which_beats_the_preset(tmp_path, capsys):
     assert origins["ingest.input"] == "--data"
     assert origins["name"] == "--set name=flowers"
     assert origins["trainer.epochs"] == f"config file {shown}"
-    assert origins["gate.image_size_jsd"] == f"config file {shown}"  # show wrote every field
+    assert origins["gate.image_size_share"] == f"config file {shown}"  # show wrote every field
     assert main(["config", "show", "--origins"]) == 0
     assert "(preset local)" in capsys.readouterr().out

@@ -58,7 +58,7 @@ def test_nested_ingest_errors_name_the_full_path():
         ("name=2026", ("name",), "2026"),
         ("ingest.max_reject_fraction=0.2", ("ingest", "max_reject_fraction"), 0.2),
         ("gate.allow_class_changes=true", ("gate", "allow_class_changes"), True),
-        ("gate.image_size_jsd=0.5", ("gate", "image_size_jsd"), 0.5),
+        ("gate.image_size_share=0.5", ("gate", "image_size_share"), 0.5),
     ],
 )
 def test_override_sets_one_typed_field_and_leaves_the_rest(setting, path, expected):
@@ -104,7 +104,7 @@ def test_schedules_airflow_understands_are_accepted(schedule):
     [
         ("gate.class_distribution_linf=0", "gate.class_distribution_linf"),
         ("gate.image_format_linf=1.5", "gate.image_format_linf"),
-        ("gate.image_size_jsd=-0.1", "gate.image_size_jsd"),
+        ("gate.image_size_share=-0.1", "gate.image_size_share"),
         ("gate.max_near_duplicate_fraction=1.5", "gate.max_near_duplicate_fraction"),
         ("ingest.near_duplicate_max_distance=40", "ingest.near_duplicate_max_distance"),
     ],
