@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 from components import metadata_keys
+from components.validation.size_drift import Distance
 from pipeline.lineage import (
     STOPPED_BY_GATE,
     Dataset,
@@ -140,6 +141,8 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     lines.append(f"pushed: {run.pushed_to or 'no'}")
     if run.not_pushed_reason:
         lines.append(f"not pushed, stopped by the {run.stopped_by}: {run.not_pushed_reason}")
+    if run.gate_distances:
+        lines.append(gate_distances_line(run.gate_distances))
     if run.baseline_skipped:
         lines.append(f"baseline comparison skipped: {run.baseline_skipped}")
     if run.training_outcome:
@@ -153,6 +156,15 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
             f"{perf['replicas']} replica(s), {perf['retraces']} retrace(s)"
         )
     return "\n".join(lines + _model_report_lines(run))
+
+
+def gate_distances_line(distances: tuple[dict, ...]) -> str:
+    """The image size drift the data gate measured against the baseline data, each against its
+    threshold."""
+    described = "; ".join(
+        Distance(d["feature"], d["distance"], d["threshold"]).describe() for d in distances
+    )
+    return f"data gate, share of images moved in size since the baseline data: {described}"
 
 
 def training_outcome_line(outcome: dict) -> str:

@@ -96,6 +96,9 @@ class PipelineRun:
     not_pushed_reason: str | None = None
     # Set when the Evaluator compared with no baseline although one was blessed: why.
     baseline_skipped: str | None = None
+    # The image size distances a passing data gate measured (metadata_keys.DRIFT_DISTANCES_PROPERTY:
+    # feature, distance, threshold, passed); empty without a baseline or a passing gate.
+    gate_distances: tuple[dict, ...] = ()
     name: str | None = None  # the name or note the run was given (imgpipe run --run-name)
 
     @property
@@ -242,14 +245,16 @@ def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> Pipe
 def _why_not_pushed(
     graph: MetadataGraph, executions, components, first, outcome, metrics, ended_by
 ) -> dict:
-    """stopped_by, not_pushed_reason and baseline_skipped of a run (see PipelineRun). A failed
-    component's reason is the message TFX recorded on its execution, else the one the local
-    runner recorded on the run (the exception's own words: ended_by)."""
+    """stopped_by, not_pushed_reason, baseline_skipped and gate_distances of a run (see
+    PipelineRun). A failed component's reason is the message TFX recorded on its execution,
+    else the one the local runner recorded on the run (the exception's own words: ended_by)."""
     found = {}
     if "verdict" in first:
-        verdict = graph.artifact(first["verdict"]).custom_properties.get(
-            metadata_keys.CLASS_CHANGE_PROPERTY
-        )
+        properties = graph.artifact(first["verdict"]).custom_properties
+        distances = properties.get(metadata_keys.DRIFT_DISTANCES_PROPERTY)
+        if distances is not None and distances.string_value:
+            found["gate_distances"] = tuple(json.loads(distances.string_value))
+        verdict = properties.get(metadata_keys.CLASS_CHANGE_PROPERTY)
         if verdict is not None and verdict.string_value:
             found["baseline_skipped"] = (
                 f"the class set changed ({verdict.string_value}) and gate.allow_class_changes "

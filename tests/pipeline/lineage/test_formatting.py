@@ -141,3 +141,16 @@ def test_a_held_out_test_split_is_shown_beside_eval_in_the_summary_and_the_runs_
     assert header.split()[5:9] == ["EVAL", "ACC", "TEST", "ACC"]
     assert row.split()[7:9] == ["0.9123", "0.8800"]
     assert "test accuracy" not in format_run_summary(RUN)
+
+
+def test_a_passing_span_shows_each_size_distance_against_its_threshold():
+    distances = (
+        {"feature": "height", "distance": 0.001, "threshold": 0.2, "passed": True},
+        {"feature": "width", "distance": 0.001, "threshold": 0.2, "passed": True},
+    )
+    lines = format_run_summary(dataclasses.replace(RUN, gate_distances=distances)).splitlines()
+    assert (
+        "data gate, share of images moved in size since the baseline data: height 0.001 "
+        "(threshold 0.2): pass; width 0.001 (threshold 0.2): pass"
+    ) in lines
+    assert not any(line.startswith("data gate") for line in format_run_summary(RUN).split("\n"))
