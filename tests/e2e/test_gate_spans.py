@@ -124,6 +124,7 @@ def test_grayscale_pngs_of_another_size_stop_on_drift(drops):
     for feature in ("image_format", "height", "width"):
         assert f"drift: train_train: feature '{feature}'" in reason
     assert f"above the threshold {config.gate.image_format_linf}" in reason
+    assert "share of images moved) is 1.000" in reason
 
 
 def test_a_span_like_the_blessed_models_data_passes(drops):
@@ -133,6 +134,10 @@ def test_a_span_like_the_blessed_models_data_passes(drops):
     # Same label map: compared with the baseline again, so the Evaluator decides (runlocal
     # learns nothing, so its no-regression check may go either way).
     assert run.baseline_skipped is None
+    assert [(d["feature"], d["distance"], d["passed"]) for d in run.gate_distances] == [
+        ("height", 0.0, True),
+        ("width", 0.0, True),
+    ]
     assert run.exit_code in (exit_codes.OK, exit_codes.NOT_PUSHED)
     assert (run.exit_code == exit_codes.OK) == bool(run.pushed_to)
 
@@ -144,7 +149,7 @@ def test_runs_and_schema_commands_say_why_and_show_the_decided_schema(drops, cap
     table = capsys.readouterr().out
     assert "WHY NOT PUSHED" in table.splitlines()[0]
     drifted_row = next(line for line in table.splitlines() if runs["drifted"].run_id in line)
-    assert "data gate: drift: train_train: feature 'height'" in drifted_row
+    assert "data gate: drift: train_train: feature 'image_format'" in drifted_row
     assert main(["runs", "--json", *store]) == 0
     by_id = {run["run_id"]: run for run in json.loads(capsys.readouterr().out)}
     assert by_id[runs["swapped"].run_id]["not_pushed_reason"] == runs["swapped"].not_pushed_reason

@@ -122,7 +122,13 @@ def test_the_drift_check_compares_the_span_with_the_given_baseline(compiled):
         for comparator in config["feature"]
     }
     assert thresholds["label_name"] == {"infinityNorm": {"threshold": 0.2}}
-    assert thresholds["height"] == {"jensenShannonDivergence": {"threshold": 0.3}}
+    # Image sizes are measured by the gate itself, as the share of images moved.
+    assert "height" not in thresholds
+    gate = tasks["DataGate"]["inputs"]
+    assert gate["artifacts"]["baseline_statistics"]["taskOutputArtifact"]["producerTask"] == (
+        "drift_baseline_resolver"
+    )
+    assert float(_parameters(spec, "DataGate")["image_size_share"]) == 0.2
 
 
 def test_a_later_span_needs_its_drift_baseline(tmp_path):
