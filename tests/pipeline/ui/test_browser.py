@@ -224,11 +224,11 @@ def test_no_page_scrolls_sideways(browser, served, two_runs, width):
     try:
         for path in _every_page(two_runs):
             browser.open(served + path)
+            page.wait_for_load_state("networkidle")  # charts and lazy thumbnails laid out
             scroll, client = page.evaluate(
                 "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
             )
             assert scroll <= client, f"{path} at {width} px: {scroll} px wide"
-            page.wait_for_load_state("networkidle")  # lazy thumbnails, before leaving
     finally:
         page.set_viewport_size(SCREENSHOT_VIEWPORT)
 
