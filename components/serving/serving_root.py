@@ -19,6 +19,7 @@ import stat
 from collections.abc import Iterator
 
 from components.serving.versions import PIN_FILE, PIN_HEADER, pinned_version
+from data_prep.writing.local_files import write_atomically
 
 LOCK_FILE = ".imgpipe-serving.lock"
 ASIDE_SUFFIX = ".broken"
@@ -96,19 +97,7 @@ def pin(base_directory: str, version: int) -> None:
     reader sees the old pin or the new one. Raises NotOurs when the pin's name holds a link or
     anything imgpipe did not write. The caller holds the root's lock."""
     path = _own_pin(base_directory)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    descriptor = os.open(
-        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
-    )
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as pin_file:
-            pin_file.write(f"{PIN_HEADER}\n{version}\n")
-            pin_file.flush()
-            os.fsync(pin_file.fileno())
-        os.rename(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    write_atomically(path, f"{PIN_HEADER}\n{version}\n".encode())
 
 
 def unpin(base_directory: str) -> bool:
