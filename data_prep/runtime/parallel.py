@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import logging
 import multiprocessing
 import os
 import signal
@@ -27,6 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 from data_prep.runtime.fork_memory import share_parent_memory_with_forked_children
 
 _PARENT_CHECK_S = 0.5
+LOGGER = logging.getLogger(__name__)
 
 
 _pools: dict[int, ProcessPoolExecutor] = {}
@@ -113,7 +115,10 @@ class OrderedWindow:
     on the process's pool of `workers` children, at most per_worker per child in flight, so
     memory holds a few tasks' inputs, never a whole dataset's; their results come back in the
     order the tasks were submitted. An exception is raised where its task's result would be. A
-    task's function and arguments are pickled to the child: a module-level function, picklable
+    task whose child died runs once more on a new pool: a file's own decoding is bounded in a
+    child of that child (data_prep/runtime/supervised.py), so a lost pool child is the process's
+    misfortune (a C library aborting at fork), not a task's; a second loss fails it. A task's
+    function and arguments are pickled to the child: a module-level function, picklable
     arguments. With no workers, each task runs in the calling thread as it is submitted."""
 
     def __init__(self, workers: int, per_worker: int):
@@ -125,15 +130,23 @@ class OrderedWindow:
         """Starts function(*args); returns the results now due (oldest first), waiting for them
         only while the window is full."""
         if self._workers:
-            self._pending.append(_submit(self._workers, function, args))
+            future = _submit(self._workers, function, args)
         else:
-            self._pending.append(_run_here(function, args))
+            future = _run_here(function, args)
+        self._pending.append((future, function, args))
         due = []
         while len(self._pending) >= self._size:
-            due.append(self._pending.popleft().result())
+            due.append(self._result(*self._pending.popleft()))
         return due
 
     def drain(self) -> Iterator:
         """Every result not returned yet, in order."""
         while self._pending:
-            yield self._pending.popleft().result()
+            yield self._result(*self._pending.popleft())
+
+    def _result(self, future: Future, function: Callable, args: tuple):
+        try:
+            return future.result()
+        except BrokenProcessPool as error:
+            LOGGER.warning("a pool child ended abruptly (%s); its task runs again", error)
+            return _submit(self._workers, function, args).result()

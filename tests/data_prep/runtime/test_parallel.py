@@ -49,6 +49,15 @@ def _getppid(item):
     return os.getppid()
 
 
+def _die_once(marker):
+    """Ends its child the first time it runs for marker (a path), returns the second time."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return "ran again"
+    os._exit(1)
+
+
 def test_results_keep_the_submit_order_whichever_finishes_first():
     assert list(_map(_slow_first, range(12))) == [i * 10 for i in range(12)]
 
@@ -97,7 +106,11 @@ def test_an_error_is_raised_at_its_task():
         next(results)
 
 
-def test_a_child_that_dies_fails_its_task_and_the_next_window_gets_a_new_pool():
+def test_a_task_whose_child_died_once_runs_again_on_a_new_pool(tmp_path):
+    assert list(_map(_die_once, [str(tmp_path / "marker")])) == ["ran again"]
+
+
+def test_a_task_that_kills_its_child_twice_fails_and_the_next_window_gets_a_new_pool():
     from concurrent.futures.process import BrokenProcessPool
 
     with pytest.raises(BrokenProcessPool):
