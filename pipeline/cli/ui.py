@@ -84,12 +84,13 @@ def _run_report(args, beam_args: list[str]) -> int:
     from ml_metadata import errors
 
     from pipeline.lineage import LineageError
+    from pipeline.lineage.formatting import run_title
     from pipeline.mlmd_connection import StoreNotFound
     from pipeline.ui.report import write_report
 
     try:
         target = options.store_target(args)
-        run_id = write_report(target.open(), args.run, args.output)
+        run = write_report(target.open(), args.run, args.output)
     except (ConfigError, StoreNotFound, LineageError) as error:
         print(f"imgpipe report: error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
@@ -99,5 +100,5 @@ def _run_report(args, beam_args: list[str]) -> int:
     except OSError as error:
         print(f"imgpipe report: error: cannot write {args.output}: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
-    print(f"run {run_id}: {args.output}")
+    print(f"run {run_title(run)}: {args.output}")
     return exit_codes.OK

@@ -29,6 +29,8 @@ class RunDiff:
     run_b: str
     changes: tuple[Change, ...]
     unchanged: int
+    name_a: str | None = None  # each run's name or note (imgpipe run --run-name)
+    name_b: str | None = None
 
 
 _SECTIONS = ("config", "code", "data", "metrics", "outcome", "artifacts", "components")
@@ -130,4 +132,5 @@ def diff_runs(
         if a.get(key) != b.get(key) and not _absent_component(key, a, b)
     ]
     changes.sort(key=lambda c: (_SECTIONS.index(c.section), c.key))
-    return RunDiff(first.run_id, second.run_id, tuple(changes), len(set(a) | set(b)) - len(changes))
+    unchanged = len(set(a) | set(b)) - len(changes)
+    return RunDiff(first.run_id, second.run_id, tuple(changes), unchanged, first.name, second.name)

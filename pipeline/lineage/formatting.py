@@ -62,6 +62,16 @@ def _pushed(run: PipelineRun) -> str:
 
 
 WHY_WIDTH = 72  # the table shows the reason's start; --json has all of it
+NAME_WIDTH = 32  # a run's name or note in the table: its start; the run's summary has all of it
+
+
+def _shortened(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def run_title(run: PipelineRun) -> str:
+    """A run as the console names it: its id, and its name or note in quotes when it has one."""
+    return f'{run.run_id} "{run.name}"' if run.name else run.run_id
 
 
 def _why_not_pushed(run: PipelineRun) -> str:
@@ -70,13 +80,15 @@ def _why_not_pushed(run: PipelineRun) -> str:
     lines = [line.strip() for line in run.not_pushed_reason.splitlines() if line.strip()]
     # The gate's first line only says it stopped; its next line names the first problem.
     detail = lines[1] if len(lines) > 1 and run.stopped_by == STOPPED_BY_GATE else lines[0]
-    text = f"{run.stopped_by}: {detail}"
-    return text if len(text) <= WHY_WIDTH else text[: WHY_WIDTH - 3] + "..."
+    return _shortened(f"{run.stopped_by}: {detail}", WHY_WIDTH)
 
 
 def format_runs(runs: list[PipelineRun]) -> str:
+    """The runs table; a NAME column beside RUN when any listed run has a name or note."""
+    named = any(run.name for run in runs)
     header = (
         "RUN",
+        *(("NAME",) if named else ()),
         "PIPELINE",
         "STARTED",
         "TIME",
@@ -90,6 +102,7 @@ def format_runs(runs: list[PipelineRun]) -> str:
     rows = [
         (
             run.run_id,
+            *((_shortened(run.name or "", NAME_WIDTH),) if named else ()),
             run.pipeline,
             run.started,
             _seconds(run.seconds),
@@ -123,7 +136,7 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     min_accuracy: the accuracy floor the run was held to, shown beside the accuracy."""
     from data_prep.writing.plan import left_out_message
 
-    lines = [f"run {run.run_id} of pipeline {run.pipeline}: {run.status_words}"]
+    lines = [f"run {run_title(run)} of pipeline {run.pipeline}: {run.status_words}"]
     if run.span is not None:
         news = "new data, ingested now" if run.new_data else "unchanged input, from the cache"
         counts = ", ".join(f"{count} {name}" for name, count in run.ingest_counts.items())
@@ -368,7 +381,10 @@ def format_examples_lineage(lineage: ExamplesLineage) -> str:
 
 
 def format_diff(diff: RunDiff) -> str:
-    lines = [f"A: {diff.run_a}", f"B: {diff.run_b}"]
+    lines = [
+        f"{side}: {run_id}" + (f' "{name}"' if name else "")
+        for side, run_id, name in (("A", diff.run_a, diff.name_a), ("B", diff.run_b, diff.name_b))
+    ]
     if not diff.changes:
         return "\n".join([*lines, f"no differences ({diff.unchanged} facts compared)"])
     rows = [(change.section, change.key, change.a, change.b) for change in diff.changes]

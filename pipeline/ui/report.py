@@ -13,6 +13,7 @@ import os
 import jinja2
 from ml_metadata.metadata_store import metadata_store
 
+from pipeline import lineage
 from pipeline.ui import media, model_pages, readable, views
 
 REPORT_SUFFIX = ".html"
@@ -54,14 +55,16 @@ def render(view: views.RunView) -> str:
     return _environment().get_template("run.html").render(view=view, image_src=image_src)
 
 
-def write_report(store: metadata_store.MetadataStore, run_spec: str, output: str) -> str:
-    """Writes the run's page to `output`; returns the run's id."""
+def write_report(
+    store: metadata_store.MetadataStore, run_spec: str, output: str
+) -> lineage.PipelineRun:
+    """Writes the run's page to `output`; returns the run."""
     view = views.run_view(store, run_spec)
     folder = os.path.dirname(os.path.abspath(output))
     os.makedirs(folder, exist_ok=True)
     with open(output, "w", encoding="utf-8") as handle:
         handle.write(render(view))
-    return view.run.run_id
+    return view.run
 
 
 def report_path(pipeline_root: str, run_id: str) -> str:

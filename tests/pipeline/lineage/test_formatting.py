@@ -154,3 +154,21 @@ def test_a_passing_span_shows_each_size_distance_against_its_threshold():
         "(threshold 0.2): pass; width 0.001 (threshold 0.2): pass"
     ) in lines
     assert not any(line.startswith("data gate") for line in format_run_summary(RUN).split("\n"))
+
+
+def test_a_named_run_is_named_beside_its_id_in_the_table_the_summary_and_the_diff():
+    from pipeline.lineage import RunDiff
+    from pipeline.lineage.formatting import NAME_WIDTH, format_diff, format_runs
+
+    named = dataclasses.replace(RUN, name="lr sweep: 0.01, warm start from yesterday's blessed")
+    assert format_run_summary(named).splitlines()[0] == (
+        f'run {RUN.run_id} "{named.name}" of pipeline imgpipe: {named.status_words}'
+    )
+    header, first, _, second = format_runs([named, RUN]).splitlines()[:4]
+    assert header.split()[:3] == ["RUN", "NAME", "PIPELINE"]
+    shown = named.name[: NAME_WIDTH - 3] + "..."
+    assert first.startswith(f"{RUN.run_id}  {shown}  imgpipe")
+    assert second.split()[:2] == [RUN.run_id, "imgpipe"]  # no name: an empty cell
+    assert "NAME" not in format_runs([RUN]).splitlines()[0]  # no run named: no column
+    diff = format_diff(RunDiff("a1", "b2", (), 7, named.name, None)).splitlines()
+    assert diff[:2] == [f'A: a1 "{named.name}"', "B: b2"]
