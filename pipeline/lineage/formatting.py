@@ -11,6 +11,7 @@ from pipeline.lineage import (
     STOPPED_BY_GATE,
     Dataset,
     ExamplesLineage,
+    ExecutionRecord,
     ImageLineage,
     ModelLineage,
     PipelineRun,
@@ -291,7 +292,9 @@ def _dataset_rows(dataset: Dataset) -> list[tuple]:
             )
         )
     if dataset.example_gen is not None:
-        where = f" in {_runs(dataset)}" if dataset.example_gen.runs else ", outside any run"
+        where = (
+            f" in {_runs(dataset.example_gen)}" if dataset.example_gen.runs else ", outside any run"
+        )
         rows += [
             (dataset.example_gen.label, f"{dataset.example_gen.state}{where}"),
             ("  input", f"{dataset.input}, {totals.get('found', '?')} files"),
@@ -305,9 +308,13 @@ def _reasons(per_reason: dict) -> str:
     return f" ({_settings(per_reason)})" if per_reason else ""
 
 
-def _runs(dataset: Dataset) -> str:
-    runs = dataset.example_gen.runs
-    return f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(runs)}"
+def _runs(execution: ExecutionRecord) -> str:
+    """The runs an execution belongs to, each named beside its id when it has a name."""
+    named = [
+        f'{run} "{execution.run_names[run]}"' if run in execution.run_names else run
+        for run in execution.runs
+    ]
+    return f"run {named[0]}" if len(named) == 1 else f"runs {', '.join(named)}"
 
 
 def format_model_lineage(lineage: ModelLineage) -> str:
@@ -321,7 +328,7 @@ def format_model_lineage(lineage: ModelLineage) -> str:
                 f"{properties.get('pushed_version')}, {lineage.pushed_model.created})",
             )
         )
-        rows.append((lineage.pusher.label, f"run {', '.join(lineage.pusher.runs)}"))
+        rows.append((lineage.pusher.label, _runs(lineage.pusher)))
     if lineage.evaluation is not None:
         evaluation = lineage.evaluation
         baseline = (
@@ -342,7 +349,7 @@ def format_model_lineage(lineage: ModelLineage) -> str:
         (
             lineage.trainer.label,
             f"{lineage.trainer.state}, {_seconds(lineage.trainer.seconds)}, "
-            f"run {', '.join(lineage.trainer.runs)}",
+            f"{_runs(lineage.trainer)}",
         ),
         (
             "  warm-started from",

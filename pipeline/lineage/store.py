@@ -21,6 +21,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components.metadata_keys import RUN_CONTEXT as PIPELINE_RUN_CONTEXT
+from components.metadata_keys import RUN_NAME
 
 # The contexts TFX records runs in (restated; tests/pipeline/lineage/test_store.py checks them):
 # IR-based runners (local, Kubeflow V2 / Vertex) use a 'pipeline_run' and a 'node' context;
@@ -76,6 +77,7 @@ class ExecutionRecord:
     seconds: float
     runs: tuple[str, ...]  # the pipeline runs it belongs to
     properties: dict  # exec properties (JSON strings parsed)
+    run_names: dict[str, str] = dataclasses.field(default_factory=dict)  # of the named runs
 
     @property
     def label(self) -> str:
@@ -234,6 +236,12 @@ class MetadataGraph:
                 )
             )
         )
+        run_names = {
+            c.name: c.custom_properties[RUN_NAME].string_value
+            for c in contexts
+            if c.type_id == self.context_types.get(PIPELINE_RUN_CONTEXT)
+            and RUN_NAME in c.custom_properties
+        }
         elapsed = execution.last_update_time_since_epoch - execution.create_time_since_epoch
         return ExecutionRecord(
             execution.id,
@@ -243,6 +251,7 @@ class MetadataGraph:
             elapsed / 1000,
             runs,
             plain_properties(execution, parse_json=True),
+            run_names,
         )
 
 

@@ -172,3 +172,12 @@ def test_a_named_run_is_named_beside_its_id_in_the_table_the_summary_and_the_dif
     assert "NAME" not in format_runs([RUN]).splitlines()[0]  # no run named: no column
     diff = format_diff(RunDiff("a1", "b2", (), 7, named.name, None)).splitlines()
     assert diff[:2] == [f'A: a1 "{named.name}"', "B: b2"]
+
+
+def test_the_lineage_names_the_runs_an_execution_belongs_to_beside_their_ids():
+    from pipeline.lineage import ExecutionRecord
+    from pipeline.lineage.formatting import _runs
+
+    trainer = ExecutionRecord(3, "Trainer", "ran", "t", 1.0, ("r1", "r2"), {}, {"r2": "wide"})
+    assert _runs(trainer) == 'runs r1, r2 "wide"'
+    assert _runs(ExecutionRecord(3, "Trainer", "ran", "t", 1.0, ("r1",), {})) == "run r1"
