@@ -19,7 +19,9 @@ def add_ui(subparsers) -> None:
         description="Serves pages over the metadata store and the artifacts: the runs (select two "
         "to compare), each run (components, ingest report with rejected files, training curves, "
         "evaluation with the misclassified images, serving check, TFLite, model card) and a "
-        "model's lineage as a graph, with an image search. It has no login: it listens on "
+        "model's lineage as a graph, with an image search. It reads the data and ML Metadata "
+        "only; marks on the likely label errors go to label-review.json beside a SQLite store, "
+        "from which the page exports a corrected manifest. It has no login: it listens on "
         "127.0.0.1 unless told otherwise.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -35,13 +37,19 @@ def _run_ui(args, beam_args: list[str]) -> int:
     from pipeline.cli.listening import ListenError, listen, reachability_warning
     from pipeline.mlmd_connection import StoreNotFound
     from pipeline.ui.app import create_app, warm_up
+    from pipeline.ui.label_review import review_path_beside
 
     try:
         # Bound here, not by Werkzeug, which prints its own lines and exits when the port is taken.
         with listen(args.host, args.port) as listener:
             target = options.store_target(args)
             target.open()  # fail now, not at the first page, when the store is not there
-            app = create_app(target.open, target.describe(), args.host)
+            review = (  # beside a SQLite store; a server store has no folder of ours
+                review_path_beside(target.sqlite or target.default_sqlite)
+                if target.backend() == "sqlite"
+                else None
+            )
+            app = create_app(target.open, target.describe(), args.host, review)
             server = make_server(args.host, args.port, app, threaded=True, fd=listener.fileno())
     except (ConfigError, StoreNotFound, ListenError) as error:
         print(f"imgpipe ui: error: {error}", file=sys.stderr)
@@ -54,7 +62,8 @@ def _run_ui(args, beam_args: list[str]) -> int:
     if not args.verbose:  # one line per request is the web server's log, not the user's
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
     print(f"imgpipe ui: http://{args.host}:{server.port}/ over {target.describe()}")
-    print("read-only; Ctrl-C stops it", flush=True)
+    kept = f"; label reviews kept in {review}" if review else ""
+    print(f"read-only{kept}; Ctrl-C stops it", flush=True)
     threading.Thread(target=warm_up, daemon=True).start()
     try:
         server.serve_forever()

@@ -1,6 +1,7 @@
 """The `imgpipe ui` web app: Flask over a read-only ML Metadata store and the artifacts' files.
 
-Every page is a Jinja template over views.py's data; nothing is written anywhere. A store is
+Every page is a Jinja template over views.py's data. Nothing is written but the label review
+file (label_review.py), and only by a form carrying the server's token. A store is
 opened per request (ML Metadata's client is not shared across threads). A finished run's page
 (with its thumbnails) is kept for the next requests, so its images are served without redoing it.
 """
@@ -8,9 +9,11 @@ opened per request (ML Metadata's client is not shared across threads). A finish
 from __future__ import annotations
 
 import collections
+import hmac
 import ipaddress
 import math
 import os
+import secrets
 import socket
 import tempfile
 import threading
@@ -22,7 +25,17 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 
 from pipeline import lineage
-from pipeline.ui import dataset_page, health_page, media, model_pages, readable, report, views
+from pipeline.ui import (
+    dataset_page,
+    health_page,
+    label_review,
+    media,
+    model_pages,
+    predictions_page,
+    readable,
+    report,
+    views,
+)
 
 RUN_PAGES_KEPT = 8
 # Pages are the app's own markup: styles from itself (and the inline bars' widths), scripts only
@@ -102,18 +115,25 @@ class _KeptViews:
 
 
 def create_app(
-    open_store: Callable[[], metadata_store.MetadataStore], where: str, bound: str = "127.0.0.1"
+    open_store: Callable[[], metadata_store.MetadataStore],
+    where: str,
+    bound: str = "127.0.0.1",
+    review_path: str | None = None,
 ) -> flask.Flask:
     """open_store() gives a read-only store per request; `where` names it in the page footer;
-    `bound` is the address the server listens on (which Host headers it answers)."""
+    `bound` is the address the server listens on (which Host headers it answers); review_path
+    is the label review file (None: suspects cannot be marked)."""
     app = flask.Flask(__name__)
     app.url_map.converters["id"] = _IdConverter
     app.jinja_env.filters["markdown"] = model_pages.render_markdown
     readable.register(app.jinja_env)
+    # A form's token: a page from another site cannot read it, so cannot post a mark.
+    token = secrets.token_urlsafe(32)
+    review = label_review.Review(review_path) if review_path else None
     _guard(app, bound)
-    _explain_failures(app, where)
+    _explain_failures(app, where, review_path)
     _add_run_routes(app, open_store)
-    _add_health_routes(app, open_store)
+    _add_health_routes(app, open_store, review, token)
     _add_dataset_routes(app, open_store)
     _add_lineage_routes(app, open_store)
     _add_model_routes(app, open_store)
@@ -139,12 +159,22 @@ def _guard(app: flask.Flask, bound: str) -> None:
         return response
 
 
-def _explain_failures(app: flask.Flask, where: str) -> None:
-    """Unknown names are a 404 page saying which, a failing store a 503 naming the store."""
+def _explain_failures(app: flask.Flask, where: str, review_path: str | None) -> None:
+    """Unknown names are a 404 page saying which, a failing store a 503 naming the store, a
+    mark that cannot be kept a 400 saying why."""
 
     @app.context_processor
     def helpers():
-        return {"page_url": flask.url_for, "standalone": False, "store_name": where}
+        return {
+            "page_url": flask.url_for,
+            "standalone": False,
+            "store_name": where,
+            "review_path": review_path,
+        }
+
+    @app.errorhandler(label_review.ReviewError)
+    def refused(error):
+        return flask.render_template("error.html", message=str(error)), 400
 
     @app.errorhandler(lineage.LineageError)
     def not_found(error):
@@ -203,9 +233,14 @@ def _add_run_routes(app: flask.Flask, open_store: Callable[[], metadata_store.Me
         return flask.Response(report.render(run_view(run_id)), mimetype="text/html")
 
 
-def _add_health_routes(app: flask.Flask, open_store: Callable[[], metadata_store.MetadataStore]):
+def _add_health_routes(
+    app: flask.Flask,
+    open_store: Callable[[], metadata_store.MetadataStore],
+    review: label_review.Review | None,
+    token: str,
+):
     """A run's data health page and its thumbnails (kept by run id: a written report never
-    changes)."""
+    changes); the review of its likely label errors and the manifest corrected by it."""
     kept = _KeptViews()
 
     def health_view(run_id: str) -> health_page.HealthView:
@@ -219,7 +254,44 @@ def _add_health_routes(app: flask.Flask, open_store: Callable[[], metadata_store
 
     @app.get("/run/<run_id>/health")
     def run_health(run_id: str):
-        return flask.render_template("health.html", view=health_view(run_id))
+        view = health_view(run_id)
+        marks = review.marks(view.run.run_id) if review else {}
+        return flask.render_template("health.html", view=view, marks=marks, token=token)
+
+    @app.post("/run/<run_id>/health/review")
+    def review_suspect(run_id: str):
+        form = flask.request.form
+        if not hmac.compare_digest(form.get("token", ""), token):
+            message = "this form is not from this server's page: reload the page and mark again"
+            return flask.render_template("error.html", message=message), 403
+        if review is None:
+            raise label_review.ReviewError("this store keeps no label review (not a SQLite store)")
+        view = health_view(run_id)
+        suspect = next((s for s in view.suspects if s.path == form.get("path")), None)
+        if suspect is None:
+            raise lineage.LineageError(f"{form.get('path')!r} is no suspect of run {run_id}")
+        chosen = form.get("label", "")
+        label = chosen if chosen in view.run.class_names else suspect.suggested
+        verdict = form.get("verdict", "")
+        review.mark(view.run.run_id, view.data_root, suspect.path, verdict, label)
+        anchor = f"suspect-{view.suspects.index(suspect)}"
+        return flask.redirect(
+            flask.url_for("run_health", run_id=view.run.run_id, _anchor=anchor), code=303
+        )
+
+    @app.get("/run/<run_id>/health/corrected.csv")
+    def corrected_manifest(run_id: str):
+        view = health_view(run_id)
+        if not view.data_root:
+            raise lineage.LineageError(f"run {run_id}'s ingest report, naming its input, is gone")
+        marks = review.marks(view.run.run_id) if review else {}
+        text = label_review.corrected_manifest(view.data_root, marks)
+        name = report.summary_file_name(f"{view.run.pipeline}-{view.run.run_id}-corrected")
+        return flask.Response(
+            text,
+            mimetype="text/csv",
+            headers={"Content-Disposition": f'attachment; filename="{name}.csv"'},
+        )
 
     @app.get("/run/<run_id>/health/<int:index>.jpg")
     def run_health_image(run_id: str, index: int):
@@ -238,8 +310,8 @@ def _confidence(name: str, default: float) -> float:
 
 
 def _add_dataset_routes(app: flask.Flask, open_store: Callable[[], metadata_store.MetadataStore]):
-    """Every image of a finished run's span, filtered and paginated, and their thumbnails (kept
-    by run id: a finished run's dataset never changes)."""
+    """Every image of a finished run's span or of a recorded predictions file, filtered and
+    paginated, and their thumbnails (kept: neither ever changes)."""
     kept = _KeptViews()
 
     def dataset(run_id: str) -> dataset_page.Dataset:
@@ -257,25 +329,50 @@ def _add_dataset_routes(app: flask.Flask, open_store: Callable[[], metadata_stor
             raise lineage.LineageError("no finished run with a dataset in this store")
         return flask.redirect(flask.url_for("run_data", run_id=finished[0].run_id))
 
+    def predictions(artifact_id: int) -> predictions_page.Predictions:
+        # A recorded file is never rewritten: a new --output to its path records a new one.
+        return kept.get(
+            f"predictions {artifact_id}",
+            lambda: predictions_page.predictions(open_store(), artifact_id),
+            lambda found: True,
+        )
+
     @app.get("/run/<run_id>/data")
     def run_data(run_id: str):
-        arguments = flask.request.args
-        filters = dataset_page.Filters(
-            label=arguments.get("class", ""),
-            split=arguments.get("split", ""),
-            predicted=arguments.get("predicted", ""),
-            correct=arguments.get("correct", ""),
-            flag=arguments.get("flag", ""),
-            low=_confidence("low", 0.0),
-            high=_confidence("high", 1.0),
-        )
-        number = arguments.get("page", "1")
-        shown = dataset_page.page(dataset(run_id), filters, int(number) if number.isdigit() else 1)
-        return flask.render_template("data.html", view=shown)
+        shown = dataset_page.page(dataset(run_id), _filters(), _page_number())
+        recorded = predictions_page.recorded(open_store())
+        return flask.render_template("data.html", view=shown, recorded=recorded)
 
     @app.get("/run/<run_id>/data/<id:index>.jpg")
     def run_data_image(run_id: str, index: int):
         return _thumbnail(dataset(run_id).images.get(index))
+
+    @app.get("/predictions/<id:artifact_id>")
+    def predictions_data(artifact_id: int):
+        shown = dataset_page.page(predictions(artifact_id), _filters(), _page_number())
+        return flask.render_template("predictions.html", view=shown)
+
+    @app.get("/predictions/<id:artifact_id>/<id:index>.jpg")
+    def predictions_image(artifact_id: int, index: int):
+        return _thumbnail(predictions(artifact_id).images.get(index))
+
+
+def _filters() -> dataset_page.Filters:
+    arguments = flask.request.args
+    return dataset_page.Filters(
+        label=arguments.get("class", ""),
+        split=arguments.get("split", ""),
+        predicted=arguments.get("predicted", ""),
+        correct=arguments.get("correct", ""),
+        flag=arguments.get("flag", ""),
+        low=_confidence("low", 0.0),
+        high=_confidence("high", 1.0),
+    )
+
+
+def _page_number() -> int:
+    number = flask.request.args.get("page", "1")
+    return int(number) if number.isdigit() else 1
 
 
 def _add_lineage_routes(app: flask.Flask, open_store: Callable[[], metadata_store.MetadataStore]):

@@ -33,13 +33,16 @@ class Item:
 
     @property
     def correct(self) -> bool | None:
-        return None if self.predicted is None else self.predicted == self.label
+        """None for an image not scored or without a label."""
+        if self.predicted is None or not self.label:
+            return None
+        return self.predicted == self.label
 
 
 @dataclasses.dataclass(frozen=True)
-class Dataset:
-    run: lineage.PipelineRun
-    examples_id: int
+class Gallery:
+    """Images to filter, whatever listed them: a span or a predictions file."""
+
     items: tuple[Item, ...]
     images: dict[int, bytes]  # index -> JPEG thumbnail (absent: the bytes do not decode)
 
@@ -48,7 +51,13 @@ class Dataset:
         for item in self.items:
             value = getattr(item, attribute)
             found.update(value if isinstance(value, tuple) else [value])
-        return sorted(value for value in found if value is not None)
+        return sorted(value for value in found if value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset(Gallery):
+    run: lineage.PipelineRun
+    examples_id: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +96,7 @@ class Filters:
 
 @dataclasses.dataclass(frozen=True)
 class DatasetPage:
-    dataset: Dataset
+    dataset: Gallery
     filters: Filters
     shown: tuple[Item, ...]
     matching: int
@@ -118,10 +127,10 @@ def dataset(store: metadata_store.MetadataStore, run_spec: str) -> Dataset:
         small = media.thumbnail(image)
         if small is not None:
             images[index] = small
-    return Dataset(run, examples.id, tuple(items), images)
+    return Dataset(tuple(items), images, run, examples.id)
 
 
-def page(found: Dataset, filters: Filters, number: int) -> DatasetPage:
+def page(found: Gallery, filters: Filters, number: int) -> DatasetPage:
     matching = [item for item in found.items if filters.keep(item)]
     pages = max(1, math.ceil(len(matching) / PAGE_SIZE))
     number = min(max(1, number), pages)

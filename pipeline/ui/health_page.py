@@ -18,6 +18,7 @@ class Shown:
     index: int  # of its thumbnail in HealthView.images; -1: the file no longer decodes
     path: str
     note: str = ""
+    suggested: str = ""  # a likely label error's suggested class
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +30,7 @@ class HealthView:
     odd: tuple[Shown, ...]
     odd_per_class: dict[str, dict[str, int]]
     folder: str
+    data_root: str  # the input the run read ("" when its ingest report is gone)
     images: dict[int, bytes]
 
 
@@ -44,12 +46,12 @@ def health_view(store: metadata_store.MetadataStore, spec: str) -> HealthView | 
     root = views.read_json(run.ingest_report).get("input", "") if run.ingest_report else ""
     images: dict[int, bytes] = {}
 
-    def shown(path: str, note: str = "") -> Shown:
+    def shown(path: str, note: str = "", suggested: str = "") -> Shown:
         small = media.file_thumbnail(media.input_file(root, path)) if root else None
         if small is None:
-            return Shown(-1, path, note)
+            return Shown(-1, path, note, suggested)
         images[len(images)] = small
-        return Shown(len(images) - 1, path, note)
+        return Shown(len(images) - 1, path, note, suggested)
 
     return HealthView(
         run=run,
@@ -63,6 +65,7 @@ def health_view(store: metadata_store.MetadataStore, spec: str) -> HealthView | 
                 issue["path"],
                 f"given {issue['given']}, predicted {issue['predicted']} "
                 f"({issue['confidence']:.2f})",
+                issue["predicted"],
             )
             for issue in health["label_issues"][:MAX_LISTED]
         ),
@@ -72,5 +75,6 @@ def health_view(store: metadata_store.MetadataStore, spec: str) -> HealthView | 
         ),
         odd_per_class=health["odd_images"]["per_class"],
         folder=artifact.uri,
+        data_root=root,
         images=images,
     )

@@ -1,9 +1,14 @@
 """The app answers only for its own host names, sends its security headers on every page,
-treats ids beyond int64 as unknown, and hashes for the image search only files under the
-store's data folders, read as regular files of bounded size."""
+treats ids beyond int64 as unknown, keeps a label review only from its own form, and hashes
+for the image search only files under the store's data folders, read as regular files of
+bounded size."""
 
 import hashlib
 import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
 
 import pytest
 from ml_metadata.metadata_store import metadata_store
@@ -107,3 +112,51 @@ def test_the_image_search_never_reads_outside_the_data_folder_or_special_files(
     assert b"not readable here" in page.data
     with open("/etc/passwd", "rb") as handle:
         assert hashlib.sha256(handle.read()).hexdigest().encode() not in page.data
+
+
+@pytest.mark.slow
+def test_a_mark_is_kept_only_from_this_servers_form_for_this_host(reviewed):
+    """The review file is written only by a POST carrying the page's token, for one of the
+    run's suspects, with a known verdict, through a Host the app answers."""
+    from tests.pipeline.ui.conftest import SUSPECT
+
+    url = f"{reviewed.url}/run/{reviewed.run_id}/health"
+    with urllib.request.urlopen(url) as response:
+        token = re.search(r'name="token" value="([^"]+)"', response.read().decode()).group(1)
+
+    def post(host: str | None = None, **fields) -> int:
+        body = urllib.parse.urlencode({"path": SUSPECT, "verdict": "wrong", **fields}).encode()
+        request = urllib.request.Request(url + "/review", data=body, method="POST")
+        if host:
+            request.add_header("Host", host)
+        opener = urllib.request.build_opener(_NoRedirect)
+        try:
+            with opener.open(request) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    before = _read_or_none(reviewed.review_path)
+    assert post() == 403  # no token: a page elsewhere cannot post a mark
+    assert post(token="x" * len(token)) == 403
+    assert post(host="attacker.example", token=token) == 400
+    assert post(token=token, path="dog/1.jpg") == 404  # not a suspect
+    assert post(token=token, verdict="maybe") == 400
+    assert _read_or_none(reviewed.review_path) == before
+    assert post(token=token) == 303
+    assert f'"{SUSPECT}"' in _read_or_none(reviewed.review_path)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is the answer to look at, not one to follow."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def _read_or_none(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None

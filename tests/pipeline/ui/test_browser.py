@@ -6,18 +6,26 @@ both runs, the gallery's images, their Grad-CAM overlays and the rejected files'
 (natural width > 0), the lineage picture is there and its nodes lead to pages, the diff shows the
 changed setting, the model pages show the rendered card, the confusion matrix and working
 downloads, the comparison sorts, filters and overlays curves, and the self-contained report
-shows its images with nothing fetched from the network. With
+shows its images with nothing fetched from the network; a suspect marked on the health page is
+relabelled in the exported manifest, which a run then trains on; a recorded predictions file
+is shown and filtered like a span. With
 IMGPIPE_UI_SCREENSHOT=path the run page's screenshot (the README's) is written there.
 """
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
+from pipeline import exit_codes, lineage
+from pipeline.runners.local import open_store
 from pipeline.ui import report
-from tests.pipeline.tiny_pipeline import SECOND_RATE
-from tests.pipeline.two_run_store import ACCEPTED, DUPLICATE
+from tests.pipeline.tiny_pipeline import CHECKOUT, SECOND_RATE
+from tests.pipeline.two_run_store import ACCEPTED, DUPLICATE, FOUND
+from tests.pipeline.ui.conftest import SUGGESTED, SUSPECT
 from tests.required import require
 
 CHROMIUM = next(
@@ -216,19 +224,30 @@ def _every_page(two_runs) -> list[str]:
     ]
 
 
+def _reviewed_pages(reviewed) -> list[str]:
+    """The pages that show a review and a predictions file: only the reviewed store has them."""
+    return [
+        f"/run/{reviewed.run_id}/health",
+        f"/run/{reviewed.run_id}/data",
+        f"/predictions/{reviewed.predictions_id}",
+    ]
+
+
 @pytest.mark.parametrize("width", [1400, 1024])
-def test_no_page_scrolls_sideways(browser, served, two_runs, width):
+def test_no_page_scrolls_sideways(browser, served, reviewed, two_runs, width):
     """Long paths and reasons wrap, wide tables and the lineage graph scroll in their own box."""
     page = browser.page
     page.set_viewport_size({"width": width, "height": 900})
+    urls = [served + path for path in _every_page(two_runs)]
+    urls += [reviewed.url + path for path in _reviewed_pages(reviewed)]
     try:
-        for path in _every_page(two_runs):
-            browser.open(served + path)
+        for url in urls:
+            browser.open(url)
             page.wait_for_load_state("networkidle")  # charts and lazy thumbnails laid out
             scroll, client = page.evaluate(
                 "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
             )
-            assert scroll <= client, f"{path} at {width} px: {scroll} px wide"
+            assert scroll <= client, f"{url} at {width} px: {scroll} px wide"
     finally:
         page.set_viewport_size(SCREENSHOT_VIEWPORT)
 
@@ -261,4 +280,72 @@ def test_the_data_page_shows_every_image_and_its_filters_change_the_grid(browser
     page.wait_for_load_state("load")
     assert {(f["split"], f["class"]) for f in grid()} == {("eval", chosen)}
     assert page.locator("#grid figcaption", has_text="eval").count() == len(grid())
+    assert browser.problems == []
+
+
+def test_a_confirmed_suspect_is_relabelled_in_the_exported_manifest_a_run_trains_on(
+    browser, reviewed, tmp_path
+):
+    page = browser.open(f"{reviewed.url}/run/{reviewed.run_id}/health")
+    suspect = page.locator(f"#suspects figure.suspect[data-path='{SUSPECT}']")
+    suspect.locator("button[value=unsure]").click()
+    page.wait_for_load_state("load")
+    assert suspect.get_attribute("data-verdict") == "unsure"
+    suspect.locator("button[value=confirmed]").click()  # a second thought replaces the first
+    page.wait_for_load_state("load")
+    assert suspect.get_attribute("data-verdict") == "confirmed"
+    assert f"now {SUGGESTED}" in suspect.inner_text()
+    assert "1 confirmed" in page.locator("#review-summary").inner_text()
+    with open(reviewed.review_path) as handle:
+        kept = json.load(handle)[reviewed.run_id]
+    assert kept == {SUSPECT: {"verdict": "confirmed", "label": SUGGESTED}}
+    with page.expect_download() as started:
+        page.click("#export")
+    manifest = tmp_path / "corrected.csv"
+    started.value.save_as(manifest)
+    assert browser.problems == []
+    # The manifest as a user gives it to a run: the image now trains under its new label.
+    build = tmp_path / "build"
+    command = [sys.executable, "-m", "pipeline.cli", "run", "--preset", "runlocal"]
+    command += ["--data", str(manifest), "--build-dir", str(build)]
+    environment = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
+    finished = subprocess.run(command, capture_output=True, text=True, env=environment)
+    assert finished.returncode in (exit_codes.OK, exit_codes.NOT_PUSHED), finished.stderr
+    store = open_store(str(build / "tfx" / "metadata.db"))
+    [used] = lineage.image_lineage(store, str(reviewed.images / SUSPECT)).matches
+    assert used.label == SUGGESTED
+    [other] = lineage.image_lineage(store, str(reviewed.images / "cat" / "4.jpg")).matches
+    assert other.label == "cat"
+
+
+def test_a_recorded_predictions_file_is_shown_like_a_span_and_filtered(browser, reviewed):
+    page = browser.open(f"{reviewed.url}/run/{reviewed.run_id}/data")
+    page.click(f"#recorded a[href$='/predictions/{reviewed.predictions_id}']")
+    page.wait_for_load_state("load")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")  # the lazy ones load
+    page.wait_for_load_state("networkidle")
+
+    def grid() -> list[dict]:
+        return page.eval_on_selector_all(
+            "#grid figure.datum", "figures => figures.map(f => Object.assign({}, f.dataset))"
+        )
+
+    every = grid()
+    scored = [f for f in every if f["predicted"]]
+    assert len(every) == FOUND and len(scored) == FOUND - 3  # two files refused, one ignored
+    assert {f["correct"] for f in scored} <= {"yes", "no"}  # class folders: labelled
+    widths = browser.widths("#grid img")
+    assert len(widths) >= ACCEPTED and all(width > 0 for width in widths)
+    chosen = scored[0]["predicted"]
+    page.select_option("select[name=predicted]", chosen)
+    page.click("#apply")
+    page.wait_for_load_state("load")
+    assert {f["predicted"] for f in grid()} == {chosen}
+    page.select_option("select[name=predicted]", "")
+    page.fill("input[name=low]", "0.5")
+    page.click("#apply")
+    page.wait_for_load_state("load")
+    kept = grid()
+    assert all(float(f["confidence"]) >= 0.5 for f in kept)
+    assert len(kept) == sum(float(f["confidence"]) >= 0.5 for f in scored)
     assert browser.problems == []

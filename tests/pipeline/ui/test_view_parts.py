@@ -200,7 +200,7 @@ def test_a_big_cluster_shows_twelve_thumbnails_and_the_rest_behind_a_toggle():
     run = lineage.PipelineRun("r1", "imgpipe", "2026-01-01T00:00:00+00:00", 1.0, "complete", ())
     members = tuple(health_page.Shown(i, f"cat/{i}.jpg") for i in range(20))
     view = health_page.HealthView(
-        run, {"near_duplicate_clusters": 1}, (members,), (), (), {}, "/health", {}
+        run, {"near_duplicate_clusters": 1}, (members,), (), (), {}, "/health", "", {}
     )
     ui = app.create_app(lambda: None, "memory")
     with ui.test_request_context():
@@ -228,10 +228,12 @@ def test_the_data_filters_keep_what_they_name_and_pages_hold_two_hundred():
     assert kept(keep(correct="no")) == [2] and kept(keep(correct="yes")) == [1]
     assert kept(keep(flag="dark")) == [1] and kept(keep(predicted="cat")) == [1, 2]
     assert kept(keep(low=0.5, high=0.7)) == [2]  # unscored images have no confidence
+    unlabelled = Item(3, "/photos/x.jpg", "", "", (), "cat", 0.7)  # a predicted file, no label
+    assert unlabelled.correct is None and not keep(correct="no").keep(unlabelled)
     assert keep(label="cat", low=0.5).arguments() == {"class": "cat", "low": 0.5}
     run = lineage.PipelineRun("r", "p", "2026-01-01T00:00:00+00:00", 1.0, "complete", ())
     many = tuple(Item(i, f"{i}.jpg", "cat", "train", ()) for i in range(450))
-    found = dataset_page.Dataset(run, 1, many, {})
+    found = dataset_page.Dataset(many, {}, run, 1)
     last = dataset_page.page(found, keep(), 9)  # past the end: the last page
     assert (last.page, last.pages, len(last.shown), last.matching) == (3, 3, 50, 450)
     assert [item.index for item in dataset_page.page(found, keep(), 2).shown][0] == 200
