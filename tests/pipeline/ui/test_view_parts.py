@@ -210,6 +210,34 @@ def test_a_big_cluster_shows_twelve_thumbnails_and_the_rest_behind_a_toggle():
     assert "and 8 more" in hidden
 
 
+def test_twenty_suspects_show_twelve_and_a_mark_among_the_rest_keeps_them_open():
+    import flask
+
+    from pipeline.ui import health_page
+
+    run = lineage.PipelineRun("r1", "imgpipe", "2026-01-01T00:00:00+00:00", 1.0, "complete", ())
+    suspects = tuple(
+        health_page.Shown(i, f"cat/{i}.jpg", "given cat, predicted dog (0.90)", "dog")
+        for i in range(20)
+    )
+    view = health_page.HealthView(run, {}, (), suspects, (), {}, "/health", "/data", {})
+
+    def rendered(marks: dict, review_path: str | None) -> str:
+        ui = app.create_app(lambda: None, "memory", review_path=review_path)
+        with ui.test_request_context():
+            return flask.render_template("health.html", view=view, marks=marks, token="t0k")
+
+    page = rendered({}, "/store/label-review.json")
+    shown, _, hidden = page.partition('<details class="more">')
+    assert shown.count('class="suspect"') == 12 and hidden.count('class="suspect"') == 8
+    assert shown.count('name="token" value="t0k"') == 12
+    marked = {"cat/15.jpg": {"verdict": "confirmed", "label": "dog"}}
+    page = rendered(marked, "/store/label-review.json")
+    assert '<details class="more" open>' in page and "confirmed: now dog" in page
+    assert "1 confirmed, 0 wrong, 0 unsure" in page
+    assert '<form method="post"' not in rendered({}, None)  # no review file: nothing to post
+
+
 def test_the_data_filters_keep_what_they_name_and_pages_hold_two_hundred():
     from pipeline.ui import dataset_page
 
