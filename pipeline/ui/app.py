@@ -330,7 +330,7 @@ def _add_dataset_routes(app: flask.Flask, open_store: Callable[[], metadata_stor
         return flask.redirect(flask.url_for("run_data", run_id=finished[0].run_id))
 
     def predictions(artifact_id: int) -> predictions_page.Predictions:
-        # A recorded file is never rewritten: a new --output to its path records a new one.
+        # Kept as first read: a later --output to the same path records another artifact.
         return kept.get(
             f"predictions {artifact_id}",
             lambda: predictions_page.predictions(open_store(), artifact_id),

@@ -64,9 +64,15 @@ class Review:
             return {}
 
 
-def _inside(path: str, folder: str) -> bool:
-    if "://" in folder:
+def _inside(path: str, data_root: str) -> bool:
+    """Whether path lies in the data: under the class folders, or beside a manifest."""
+    from data_prep.reading.sources import MANIFEST_EXTENSIONS
+
+    if "://" in data_root:
         return False
+    folder = data_root
+    if data_root.lower().endswith(MANIFEST_EXTENSIONS):
+        folder = os.path.dirname(os.path.abspath(data_root))
     folder = os.path.realpath(folder)
     return os.path.realpath(path).startswith(folder.rstrip(os.sep) + os.sep)
 

@@ -43,6 +43,9 @@ def test_a_review_file_inside_the_data_is_refused(tmp_path):
     with pytest.raises(label_review.ReviewError, match="inside the data"):
         review.mark("run-1", str(images), "cat/3.jpg", "confirmed", "dog")
     assert not (images / label_review.REVIEW_FILE).exists()
+    manifest = images / "listed.csv"  # a manifest's folder is the data too
+    with pytest.raises(label_review.ReviewError, match="inside the data"):
+        review.mark("run-1", str(manifest), "cat/3.jpg", "confirmed", "dog")
 
 
 def test_the_corrected_manifest_relabels_the_confirmed_suspects_only(tmp_path):
