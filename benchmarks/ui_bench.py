@@ -1,7 +1,8 @@
 """Part `ui`: the dataset page of `imgpipe ui` on a span of IMAGES real images, as a browser asks
 for it: the first view (every example read from the shards and thumbnailed through the bounded
 decoder, once per dataset) and then a page of 200 thumbnails (the page's HTML and its 200 JPEGs,
-one request each, served from what the first view kept).
+one request each, served from what the first view kept); the same for the page of a recorded
+predictions file (`imgpipe predict --data` over the same images, recorded in the store).
 
 Data: scikit-learn's handwritten digits (1,797 real 8x8 scans), at 32x32 px in a folder per
 digit, each scan again rolled right by one pixel, then down by two, ..., until IMAGES files;
@@ -59,6 +60,13 @@ def _store(workdir: str) -> str:
     finished = subprocess.run(command, capture_output=True, text=True, check=False)
     if finished.returncode not in (0, 3):  # pushed, or not pushed: the data is recorded either way
         raise RuntimeError(f"imgpipe run exited {finished.returncode}: {finished.stderr[-2000:]}")
+    predictions = [imgpipe, "predict", "--data", folder, "--build-dir", build]
+    predictions += ["--output", os.path.join(workdir, "predictions.csv")]
+    finished = subprocess.run(predictions, capture_output=True, text=True, check=False)
+    if finished.returncode != 0:
+        raise RuntimeError(
+            f"imgpipe predict exited {finished.returncode}: {finished.stderr[-2000:]}"
+        )
     return os.path.join(build, "tfx", "metadata.db")
 
 
@@ -73,28 +81,38 @@ def _page_of_thumbnails(client, url: str) -> float:
     return time.perf_counter() - started
 
 
-def run(output_dir: str) -> list[dict]:
-    from pipeline.mlmd_connection import MlmdTarget
-    from pipeline.ui.app import create_app
-
-    target = MlmdTarget(sqlite=_store(os.path.join(output_dir, "ui")))
-    client = create_app(target.open, target.describe()).test_client()
+def _timed(client, first_url: str, name: str) -> list[dict]:
+    """The first view of a page of images (following a redirect), then ROUNDS pages of 200."""
     started = time.perf_counter()
-    first = client.get("/data", follow_redirects=True)
+    first = client.get(first_url, follow_redirects=True)
     first_view = time.perf_counter() - started
-    assert first.status_code == 200
+    assert first.status_code == 200, first_url
     base = first.request.path
     pages = [
         _page_of_thumbnails(client, f"{base}?page={1 + round_ % (IMAGES // PAGE)}")
         for round_ in range(ROUNDS)
     ]
     return [
-        {"name": "ui.data_page.first_view_s", "value": first_view, "unit": "s", "images": IMAGES},
+        {"name": f"ui.{name}.first_view_s", "value": first_view, "unit": "s", "images": IMAGES},
         {
-            "name": "ui.data_page.page_of_200_s",
+            "name": f"ui.{name}.page_of_200_s",
             "value": statistics.median(pages),
             "unit": "s",
             "images": IMAGES,
             "rounds": pages,
         },
+    ]
+
+
+def run(output_dir: str) -> list[dict]:
+    from components.metadata_keys import PREDICTIONS_TYPE
+    from pipeline.mlmd_connection import MlmdTarget
+    from pipeline.ui.app import create_app
+
+    target = MlmdTarget(sqlite=_store(os.path.join(output_dir, "ui")))
+    client = create_app(target.open, target.describe()).test_client()
+    [recorded] = target.open().get_artifacts_by_type(PREDICTIONS_TYPE)
+    return [
+        *_timed(client, "/data", "data_page"),
+        *_timed(client, f"/predictions/{recorded.id}", "predictions_page"),
     ]
