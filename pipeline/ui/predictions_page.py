@@ -63,7 +63,7 @@ def predictions(store: metadata_store.MetadataStore, artifact_id: int) -> Predic
         scored = row.status == SCORED
         flags = (LOW_CONFIDENCE,) if row.low_confidence else ()
         if not scored:
-            flags = (f"{row.status}: {row.reason}",)
+            flags = (f"{row.status}: {row.reason}" if row.reason else row.status,)
         items.append(
             Item(
                 index,
