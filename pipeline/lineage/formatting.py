@@ -135,13 +135,15 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     """One run's summary, as `imgpipe run` prints it and the Airflow summary task logs it: its
     status, data, evaluation, outcome (pushed, or why not), training and the model's reports.
     min_accuracy: the accuracy floor the run was held to, shown beside the accuracy."""
-    from data_prep.writing.plan import left_out_message
+    from data_prep.writing.plan import left_out_message, rejections_line
 
     lines = [f"run {run_title(run)} of pipeline {run.pipeline}: {run.status_words}"]
     if run.span is not None:
         news = "new data, ingested now" if run.new_data else "unchanged input, from the cache"
         counts = ", ".join(f"{count} {name}" for name, count in run.ingest_counts.items())
         lines.append(f"data: span {run.span} ({news}): {counts} files; {run.ingest_report}")
+        if run.rejected_per_reason:
+            lines.append(f"data: {rejections_line(run.rejected_per_reason)}")
         lines += [f"data: {left_out_message(name)}" for name in run.classes_left_out]
     if run.eval_accuracy is not None:
         floor = "" if min_accuracy is None else f" (threshold {min_accuracy})"
@@ -173,12 +175,12 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
 
 
 def gate_distances_line(distances: tuple[dict, ...]) -> str:
-    """The image size drift the data gate measured against the baseline data, each against its
-    threshold."""
+    """The image size and brightness drift the data gate measured against the baseline data,
+    each against its threshold."""
     described = "; ".join(
         Distance(d["feature"], d["distance"], d["threshold"]).describe() for d in distances
     )
-    return f"data gate, share of images moved in size since the baseline data: {described}"
+    return f"data gate, share of images moved since the baseline data: {described}"
 
 
 def training_outcome_line(outcome: dict) -> str:

@@ -34,6 +34,7 @@ from pipeline.lineage.store import (
     iso_time,
     plain_properties,
     plain_value,
+    read_json,
 )
 
 GATE_NODE = "DataGate"
@@ -69,8 +70,10 @@ class PipelineRun:
     new_data: bool | None = None  # True when this run ingested it (ImageExampleGen not cached)
     class_names: tuple[str, ...] = ()  # by label id, from the ingest's label map
     classes_left_out: tuple[str, ...] = ()  # class folders with no accepted image
-    # Files found, accepted, rejected and ignored by the ingest, and its report's path.
+    # Files found, accepted, rejected and ignored by the ingest, the rejected ones by reason, and
+    # its report's path.
     ingest_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    rejected_per_reason: dict[str, int] = dataclasses.field(default_factory=dict)
     ingest_report: str | None = None
     # ServingCheck: blessed, load_seconds, latency_p50_ms, latency_p99_ms, problems (if refused).
     serving_check: dict | None = None
@@ -96,8 +99,9 @@ class PipelineRun:
     not_pushed_reason: str | None = None
     # Set when the Evaluator compared with no baseline although one was blessed: why.
     baseline_skipped: str | None = None
-    # The image size distances a passing data gate measured (metadata_keys.DRIFT_DISTANCES_PROPERTY:
-    # feature, distance, threshold, passed); empty without a baseline or a passing gate.
+    # The image size and brightness distances a passing data gate measured
+    # (metadata_keys.DRIFT_DISTANCES_PROPERTY: feature, distance, threshold, passed); empty
+    # without a baseline or a passing gate.
     gate_distances: tuple[dict, ...] = ()
     name: str | None = None  # the name or note the run was given (imgpipe run --run-name)
 
@@ -359,6 +363,10 @@ def _data(graph: MetadataGraph, first: dict[str, int], components, outputs) -> d
             data["classes_left_out"] = report.classes_left_out
         data["ingest_counts"] = report.counts
         data["ingest_report"] = report.report_path
+        if report.counts.get("rejected"):  # the reasons are in the report file only
+            data["rejected_per_reason"] = read_json(report.report_path).get(
+                "rejected_per_reason", {}
+            )
     return data
 
 

@@ -15,7 +15,8 @@ RUN = PipelineRun(
     components=(ComponentRun("ImageExampleGen", "ran", 3.0, 1),),
     span=2,
     new_data=True,
-    ingest_counts={"found": 12, "accepted": 10, "rejected": 1, "ignored": 1},
+    ingest_counts={"found": 12, "accepted": 10, "rejected": 3, "ignored": 1},
+    rejected_per_reason={"corrupt": 1, "conflicting_label": 2},
     ingest_report="/build/tfx/report.json",
     classes_left_out=("owl",),
     eval_accuracy=0.91234,
@@ -36,10 +37,11 @@ RUN = PipelineRun(
 
 def test_a_pushed_run_says_its_data_accuracy_push_and_reports():
     lines = format_run_summary(RUN, min_accuracy=0.8).splitlines()
-    assert lines[:6] == [
+    assert lines[:7] == [
         "run 2026-01-01T10:00:00 of pipeline imgpipe: complete",
-        "data: span 2 (new data, ingested now): 12 found, 10 accepted, 1 rejected, 1 ignored "
+        "data: span 2 (new data, ingested now): 12 found, 10 accepted, 3 rejected, 1 ignored "
         "files; /build/tfx/report.json",
+        "data: rejected 3: conflicting_label 2, corrupt 1",
         "data: class 'owl' has no usable image and was left out",
         "eval accuracy: 0.9123 (threshold 0.8)",
         "blessed: yes",
@@ -143,15 +145,17 @@ def test_a_held_out_test_split_is_shown_beside_eval_in_the_summary_and_the_runs_
     assert "test accuracy" not in format_run_summary(RUN)
 
 
-def test_a_passing_span_shows_each_size_distance_against_its_threshold():
+def test_a_passing_span_shows_each_size_and_brightness_distance_against_its_threshold():
     distances = (
         {"feature": "height", "distance": 0.001, "threshold": 0.2, "passed": True},
         {"feature": "width", "distance": 0.001, "threshold": 0.2, "passed": True},
+        {"feature": "brightness", "distance": 0.012, "threshold": 0.2, "passed": True},
     )
     lines = format_run_summary(dataclasses.replace(RUN, gate_distances=distances)).splitlines()
     assert (
-        "data gate, share of images moved in size since the baseline data: height 0.001 "
-        "(threshold 0.2): pass; width 0.001 (threshold 0.2): pass"
+        "data gate, share of images moved since the baseline data: height 0.001 "
+        "(threshold 0.2): pass; width 0.001 (threshold 0.2): pass; brightness 0.012 "
+        "(threshold 0.2): pass"
     ) in lines
     assert not any(line.startswith("data gate") for line in format_run_summary(RUN).split("\n"))
 
