@@ -25,6 +25,7 @@ from tfx.proto import distribution_validator_pb2, pusher_pb2, trainer_pb2, trans
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.channel import Channel
 
+from components.artifacts import IngestReport
 from components.evaluation import evaluator as evaluator_module
 from components.evaluation.evaluation_report import EvaluationReportGen
 from components.evaluation.model_card import ModelCardGen
@@ -53,6 +54,7 @@ from pipeline.training.warm_start_strategy import BlessedBeforeExamplesStrategy
 from pipeline.validation.baseline_strategy import (
     BLESSING_KEY,
     CANDIDATE_KEY,
+    INGEST_REPORT_KEY,
     MODEL_KEY,
     STATISTICS_KEY,
     BaselineBeforeCandidateStrategy,
@@ -176,9 +178,12 @@ def _over_blessed_models(strategy_class, node_id: str, **inputs: Channel) -> res
 
 def drift_baseline(statistics: Channel) -> tuple[resolver.Resolver, Channel]:
     """The statistics of the data the newest blessed model was trained on (before this span):
-    the node that resolves them, and its channel."""
+    the node that resolves them (and that data's IngestReport, its output 'ingest_report'), and
+    their channel."""
     node = _over_blessed_models(
-        BlessedTrainingStatisticsStrategy, DRIFT_BASELINE_NODE, **{STATISTICS_KEY: statistics}
+        BlessedTrainingStatisticsStrategy,
+        DRIFT_BASELINE_NODE,
+        **{STATISTICS_KEY: statistics, INGEST_REPORT_KEY: Channel(type=IngestReport)},
     )
     return node, node.outputs[STATISTICS_KEY]
 
@@ -326,9 +331,11 @@ def validation(
     statistics = statistics_gen.outputs["statistics"]
     schema_node, schema = decided_schema(config, data, statistics)
     example_validator = tfx.components.ExampleValidator(statistics=statistics, schema=schema)
-    drift_nodes, baseline = [], None
+    drift_nodes, baseline, baseline_report = [], None, None
     if drift_baseline_node is not None:
         baseline_node, baseline = drift_baseline_node(statistics)
+        # An imported baseline (Vertex) has statistics only: no brightness check there.
+        baseline_report = baseline_node.outputs.get(INGEST_REPORT_KEY)
         distribution_validator = DistributionValidator(
             statistics=statistics,
             # Optional: without a blessed model there is nothing to compare with (it passes).
@@ -348,6 +355,8 @@ def validation(
         baseline_statistics=baseline.as_optional() if baseline is not None else None,
         drift_split=DRIFT_SPLIT,
         image_size_share=config.gate.image_size_share,
+        brightness_share=config.gate.brightness_share,
+        baseline_ingest_report=None if baseline_report is None else baseline_report.as_optional(),
         max_near_duplicate_fraction=config.gate.max_near_duplicate_fraction,
     )
     nodes = [statistics_gen, schema_node, example_validator, *drift_nodes, data_gate]

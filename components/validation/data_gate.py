@@ -9,7 +9,8 @@ reads no execution result (TFX's legacy one under Airflow, Kubeflow V2's contain
 Vertex) gets it as a SpanStopped exception, which fails the task so nothing downstream runs. A
 passing gate writes a DataVerdict artifact that records an allowed class change (the Evaluator
 then has no baseline, see pipeline/validation/baseline_strategy.py) and every image size
-distance it measured against its threshold (components/validation/size_drift.py).
+and brightness distance it measured against its threshold (components/validation/size_drift.py,
+brightness_drift.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from tfx.types import artifact, artifact_utils, component_spec, standard_artifac
 from components import metadata_keys
 from components.artifacts import DataVerdict, IngestReport
 from components.ingest.ingest_report_reader import IngestReportRecord
+from components.validation.brightness_drift import FEATURE as BRIGHTNESS
+from components.validation.brightness_drift import brightness_distance
 from components.validation.size_drift import METRIC, SIZE_FEATURES, Distance, share_distance
 from data_prep.contract import features
 from data_prep.contract.label_map import class_change, names_by_id
@@ -41,8 +44,10 @@ DRIFT_KEY = "drift_anomalies"  # DistributionValidator's: the span against the b
 INGEST_REPORT_KEY = "ingest_report"
 STATISTICS_KEY = "statistics"  # StatisticsGen's: the span's
 BASELINE_KEY = "baseline_statistics"  # the blessed model's training data's
+BASELINE_INGEST_REPORT_KEY = "baseline_ingest_report"  # the same data's ingest report
 DRIFT_SPLIT_KEY = "drift_split"
 IMAGE_SIZE_SHARE_KEY = "image_size_share"
+BRIGHTNESS_SHARE_KEY = "brightness_share"
 VERDICT_KEY = metadata_keys.DATA_VERDICT_OUTPUT_KEY
 REFERENCE_LABEL_MAP_KEY = "reference_label_map"
 ALLOW_CLASS_CHANGES_KEY = "allow_class_changes"
@@ -55,7 +60,11 @@ _DRIFT_SETTINGS = {
     features.LABEL_NAME: "gate.class_distribution_linf",
     features.IMAGE_FORMAT: "gate.image_format_linf",
 }
-_SIZE_SETTING = "gate.image_size_share"
+# The gate setting of each share-of-images distance, named with the one that lets a span through.
+_SHARE_SETTINGS = {
+    **dict.fromkeys(SIZE_FEATURES, "gate.image_size_share"),
+    BRIGHTNESS: "gate.brightness_share",
+}
 _MEASURED = re.compile(r" is ([0-9.eE+-]+) \(up to six significant digits\), above the threshold")
 
 
@@ -164,14 +173,34 @@ def size_distances(
     ]
 
 
-def size_problem(distance: Distance, split: str) -> str | None:
-    """Why an image size distance stops the span (with the setting that lets it through), or
-    None."""
+def report_brightness_distance(
+    report: artifact.Artifact, baseline: artifact.Artifact | None, split: str, threshold: float
+) -> list[Distance]:
+    """The brightness share distance between the span's and the baseline's split, from their
+    ingest reports; none without a baseline or where a report counted no brightness."""
+    if baseline is None:
+        return []
+    current, previous = (
+        _read_json(IngestReportRecord.read(a.mlmd_artifact).report_path) for a in (report, baseline)
+    )
+    found = brightness_distance(current, previous, split, threshold)
+    return [found] if found is not None else []
+
+
+def _read_json(path: str) -> dict:
+    with FileSystems.open(path) as handle:
+        return json.loads(handle.read())
+
+
+def share_problem(distance: Distance, split: str) -> str | None:
+    """Why a share-of-images distance (image size, brightness) stops the span, with the setting
+    that lets it through, or None."""
     if distance.passed:
         return None
     return (
         f"drift: {split}: feature '{distance.feature}': {METRIC} is {distance.distance:.3f}, "
-        f"above the threshold {distance.threshold:g}" + _raised_to(_SIZE_SETTING, distance.distance)
+        f"above the threshold {distance.threshold:g}"
+        + _raised_to(_SHARE_SETTINGS[distance.feature], distance.distance)
     )
 
 
@@ -221,7 +250,13 @@ class Executor(base_executor.BaseExecutor):
             split,
             float(exec_properties[IMAGE_SIZE_SHARE_KEY]),
         )
-        problems += [p for d in distances if (p := size_problem(d, f"{split}_{split}"))]
+        distances += report_brightness_distance(
+            report,
+            (input_dict.get(BASELINE_INGEST_REPORT_KEY) or [None])[0],
+            split,
+            float(exec_properties[BRIGHTNESS_SHARE_KEY]),
+        )
+        problems += [p for d in distances if (p := share_problem(d, f"{split}_{split}"))]
         if problems:
             span = report.get_int_custom_property("span")
             message = f"data gate stopped span {span} before training:\n  " + "\n  ".join(problems)
@@ -252,6 +287,7 @@ class DataGateSpec(component_spec.ComponentSpec):
         MAX_NEAR_DUPLICATE_FRACTION_KEY: component_spec.ExecutionParameter(type=float),
         DRIFT_SPLIT_KEY: component_spec.ExecutionParameter(type=str),
         IMAGE_SIZE_SHARE_KEY: component_spec.ExecutionParameter(type=float),
+        BRIGHTNESS_SHARE_KEY: component_spec.ExecutionParameter(type=float),
     }
     INPUTS = {
         ANOMALIES_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleAnomalies),
@@ -263,6 +299,9 @@ class DataGateSpec(component_spec.ComponentSpec):
         BASELINE_KEY: component_spec.ChannelParameter(
             type=standard_artifacts.ExampleStatistics, optional=True
         ),
+        BASELINE_INGEST_REPORT_KEY: component_spec.ChannelParameter(
+            type=IngestReport, optional=True
+        ),
     }
     OUTPUTS = {VERDICT_KEY: component_spec.ChannelParameter(type=DataVerdict)}
 
@@ -273,9 +312,10 @@ class DataGate(base_component.BaseComponent):
     label map, see DataSnapshot; "{}" on its first span), allow_class_changes (the policy),
     pipeline (its name, for the setting that trains without a vanished class),
     statistics (the span's) and baseline_statistics (the blessed model's data; None or an empty
-    channel: no size drift check), drift_split (the split compared), image_size_share (the
-    largest allowed share distance of height and width) and max_near_duplicate_fraction (1.0:
-    no limit)."""
+    channel: no size drift check), baseline_ingest_report (the same data's IngestReport; None or
+    an empty channel: no brightness drift check), drift_split (the split compared),
+    image_size_share (the largest allowed share distance of height and width), brightness_share
+    (that of the mean brightness) and max_near_duplicate_fraction (1.0: no limit)."""
 
     SPEC_CLASS = DataGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
@@ -292,6 +332,8 @@ class DataGate(base_component.BaseComponent):
         baseline_statistics,
         drift_split: str,
         image_size_share: float,
+        brightness_share: float,
+        baseline_ingest_report=None,
         max_near_duplicate_fraction: float = 1.0,
     ):
         super().__init__(
@@ -307,6 +349,8 @@ class DataGate(base_component.BaseComponent):
                 baseline_statistics=baseline_statistics,
                 drift_split=drift_split,
                 image_size_share=float(image_size_share),
+                brightness_share=float(brightness_share),
+                baseline_ingest_report=baseline_ingest_report,
                 verdict=types.Channel(type=DataVerdict),
             )
         )

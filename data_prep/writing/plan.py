@@ -306,6 +306,10 @@ def _report(final, by_split, label_map, config) -> dict:
             "ignored": statuses[IGNORED],
         },
         "accepted_per_split": {split: len(by_split[split]) for split in sorted(by_split)},
+        "brightness_per_split": {
+            split: health.brightness_histogram([o.signals for o in by_split[split] if o.signals])
+            for split in sorted(by_split)
+        },
         "accepted_per_class": per_class,
         "rejected_per_reason": dict(
             sorted(collections.Counter(o.reason for o in final if o.status == REJECTED).items())

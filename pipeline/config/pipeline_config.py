@@ -34,7 +34,7 @@ class GateConfig:
     run, naming the feature, the metric, the measured value and the threshold. The defaults let
     through the sampling noise of a few hundred images per class and a handful of odd images,
     and stop a changed source: a class share moved by a fifth, a fifth of the images in another
-    format or at another size.
+    format, at another size or exposure.
 
     Attributes:
       allow_class_changes: a span whose class set differs from the reference label map (the
@@ -48,6 +48,8 @@ class GateConfig:
       image_size_share: the largest allowed share of images that moved across any `height`
         threshold, and any `width` threshold (the L-infinity distance between the span's and
         the baseline's distributions; docs/data-gate.md).
+      brightness_share: the same for the images' mean brightness (exposure): the largest
+        allowed share of images that moved across any mean grey level.
       max_near_duplicate_fraction: the largest allowed share of the span's distinct images that
         are in near-duplicate clusters (ingest.near_duplicate_max_difference); 1.0 allows any.
     """
@@ -56,10 +58,12 @@ class GateConfig:
     class_distribution_linf: float = 0.2
     image_format_linf: float = 0.2
     image_size_share: float = 0.2
+    brightness_share: float = 0.2
     max_near_duplicate_fraction: float = 1.0
 
     def validate(self) -> GateConfig:
-        for field in ("class_distribution_linf", "image_format_linf", "image_size_share"):
+        shares = ("class_distribution_linf", "image_format_linf", "image_size_share")
+        for field in (*shares, "brightness_share"):
             value = getattr(self, field)
             if not 0.0 < value <= 1.0:
                 raise ConfigError(field, f"{value} is not in (0, 1]")

@@ -323,14 +323,21 @@ def training_examples_id(store: metadata_store.MetadataStore, model_id: int) -> 
     return examples[0].id if examples else None
 
 
-def _ingest_report(
+def ingest_report_artifact(
     store: metadata_store.MetadataStore, examples_id: int
-) -> IngestReportRecord | None:
+) -> mlmd_pb2.Artifact | None:
     """The IngestReport ImageExampleGen wrote beside an Examples artifact, if any."""
     graph = MetadataGraph(store)
     producer = graph.producer(examples_id, "examples")
     reports = graph.outputs(producer.id, metadata_keys.INGEST_REPORT_OUTPUT_KEY) if producer else []
-    return IngestReportRecord.read(reports[0]) if reports else None
+    return reports[0] if reports else None
+
+
+def _ingest_report(
+    store: metadata_store.MetadataStore, examples_id: int
+) -> IngestReportRecord | None:
+    report = ingest_report_artifact(store, examples_id)
+    return IngestReportRecord.read(report) if report is not None else None
 
 
 def examples_label_map(store: metadata_store.MetadataStore, examples_id: int) -> dict[str, int]:

@@ -27,6 +27,7 @@ CANDIDATE_KEY = "candidate"
 MODEL_KEY = "model"
 BLESSING_KEY = "model_blessing"
 STATISTICS_KEY = "statistics"
+INGEST_REPORT_KEY = "ingest_report"
 
 
 def blessings_by_model(blessings: list[types.Artifact]) -> dict[int, types.Artifact]:
@@ -72,14 +73,17 @@ class BaselineBeforeCandidateStrategy(resolver.ResolverStrategy):
 
 class BlessedTrainingStatisticsStrategy(resolver.ResolverStrategy):
     """Inputs: 'statistics' (this run's StatisticsGen output), 'model' and 'model_blessing'
-    (every Model and ModelBlessing of the pipeline). Output 'statistics': the statistics of the
-    data the newest blessed model was trained on, among data older than this span, or nothing
-    (the pipeline's first span, or no model blessed yet)."""
+    (every Model and ModelBlessing of the pipeline), and optionally 'ingest_report' (every
+    IngestReport). Output 'statistics': the statistics of the data the newest blessed model was
+    trained on, among data older than this span, or nothing (the pipeline's first span, or no
+    model blessed yet); 'ingest_report': the same data's IngestReport."""
 
     def resolve_artifacts(
         self, store, input_dict: dict[str, list[types.Artifact]]
     ) -> dict[str, list[types.Artifact]] | None:
         result = {STATISTICS_KEY: [], MODEL_KEY: [], BLESSING_KEY: []}
+        if INGEST_REPORT_KEY in input_dict:
+            result[INGEST_REPORT_KEY] = []
         if not input_dict[STATISTICS_KEY]:
             return result
         current = max(input_dict[STATISTICS_KEY], key=lambda statistics: statistics.id)
@@ -93,6 +97,11 @@ class BlessedTrainingStatisticsStrategy(resolver.ResolverStrategy):
             )
             if statistics_id is not None and statistics_id < current.id:
                 result[STATISTICS_KEY] = [_artifact(store, statistics_id)]
+                if INGEST_REPORT_KEY in result:
+                    report = lineage.ingest_report_artifact(store, examples_id)
+                    result[INGEST_REPORT_KEY] = (
+                        [] if report is None else [_artifact(store, report.id)]
+                    )
                 return result
         return result
 

@@ -3,6 +3,7 @@ records why in the executor's result), lets a clean span through, and obeys the 
 
 import json
 
+import numpy as np
 import pytest
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.dsl.components.base import base_executor
@@ -49,11 +50,17 @@ def _statistics(root, sides):
     return artifact
 
 
-def _report(root, label_map, near_duplicates=0.0):
+def _report(root, label_map, near_duplicates=0.0, brightness=None):
     """An IngestReport as ImageExampleGen records it (the gate reads its recorded label map and
-    near-duplicate share)."""
+    near-duplicate share) and its report file, whose train split has images of these mean
+    brightness levels (none: a report without brightness counts)."""
     report = IngestReport()
     report.uri = str(root)
+    root.mkdir(parents=True)
+    counts = (
+        {} if brightness is None else {"train": np.bincount(brightness, minlength=256).tolist()}
+    )
+    (root / "ingest_report.json").write_text(json.dumps({"brightness_per_split": counts}))
     report.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, json.dumps(label_map))
     report.set_int_custom_property("span", 2)
     report.set_float_custom_property(
@@ -71,10 +78,12 @@ def _run(
     near_duplicates=0.0,
     limit=1.0,
     sides=([28] * 100, [28] * 100),
+    brightness=(None, None),
 ):
     """The gate's executor as a launcher that reads execution results (the local runner's)
     runs it, or as TFX's legacy launcher (Airflow's) does, with no executor output path. sides:
-    the span's and the baseline's image sides (a None baseline: the first span)."""
+    the span's and the baseline's image sides (a None baseline: the first span); brightness:
+    the mean brightness levels of their images (None: a report without them)."""
     verdict = data_gate.DataVerdict()
     context = base_executor.BaseExecutor.Context(
         executor_output_uri=str(tmp_path / "executor_output.pb") if reads_results else None
@@ -87,7 +96,12 @@ def _run(
             data_gate.DRIFT_KEY: [
                 _anomalies(tmp_path / "drift", "SplitPair", "train_train", drift)
             ],
-            data_gate.INGEST_REPORT_KEY: [_report(tmp_path / "report", label_map, near_duplicates)],
+            data_gate.INGEST_REPORT_KEY: [
+                _report(tmp_path / "report", label_map, near_duplicates, brightness[0])
+            ],
+            data_gate.BASELINE_INGEST_REPORT_KEY: []
+            if sides[1] is None
+            else [_report(tmp_path / "baseline_report", REFERENCE, brightness=brightness[1])],
             data_gate.STATISTICS_KEY: [_statistics(tmp_path / "statistics", sides[0])],
             data_gate.BASELINE_KEY: []
             if sides[1] is None
@@ -101,6 +115,7 @@ def _run(
             data_gate.MAX_NEAR_DUPLICATE_FRACTION_KEY: limit,
             data_gate.DRIFT_SPLIT_KEY: "train",
             data_gate.IMAGE_SIZE_SHARE_KEY: 0.2,
+            data_gate.BRIGHTNESS_SHARE_KEY: 0.2,
         },
     )
     return output, verdict
@@ -153,6 +168,33 @@ def test_a_third_of_the_images_at_another_size_stop_the_span(tmp_path):
             "(share of images moved) is 0.300, above the threshold 0.2; to let this span "
             "through: --set gate.image_size_share=0.3"
         ) in message
+
+
+def test_a_handful_of_darker_images_pass_and_the_verdict_records_the_brightness(tmp_path):
+    levels = [120] * 1000
+    output, verdict = _run(tmp_path, REFERENCE, brightness=([120] * 995 + [60] * 5, levels))
+    assert output is None
+    assert _distances(verdict)["brightness"] == {
+        "feature": "brightness",
+        "distance": pytest.approx(0.005),
+        "threshold": 0.2,
+        "passed": True,
+    }
+
+
+def test_a_third_of_the_images_darker_stop_the_span(tmp_path):
+    output, _ = _run(tmp_path, REFERENCE, brightness=([120] * 700 + [90] * 300, [120] * 1000))
+    assert (
+        "drift: train_train: feature 'brightness': L-infinity distance between the CDFs "
+        "(share of images moved) is 0.300, above the threshold 0.2; to let this span "
+        "through: --set gate.brightness_share=0.3"
+    ) in output.execution_result.result_message
+
+
+def test_a_baseline_report_without_brightness_counts_measures_none(tmp_path):
+    output, verdict = _run(tmp_path, REFERENCE, brightness=([90] * 100, None))
+    assert output is None
+    assert set(_distances(verdict)) == {"height", "width"}
 
 
 def test_without_a_baseline_no_distance_is_measured(tmp_path):

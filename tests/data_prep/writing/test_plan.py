@@ -322,3 +322,26 @@ def test_low_information_is_flagged_only_where_plainer_than_its_class():
     )
     odd = build_plan(outcomes, CONFIG).report["odd_images"]
     assert odd["images"] == [{"path": "c1/blank.jpg", "flags": ["low_information"]}]
+
+
+def test_each_split_counts_its_images_by_mean_brightness():
+    def lit(i, level):
+        """An image of mean brightness `level`: half its pixels 20 levels darker, half 20
+        lighter, in an order of its own (so no two are near-duplicates)."""
+        pixels = [level - 20, level + 20] * (health.GRAY_SIDE**2 // 2)
+        random.Random(i).shuffle(pixels)
+        found = hashed(f"c{i % 2}/{i}.jpg", f"c{i % 2}", f"{i:064x}", i)
+        return dataclasses.replace(
+            found, signals=dataclasses.replace(found.signals, gray=bytes(pixels))
+        )
+
+    unsignalled = [accepted(f"c0/x{i}.jpg", "c0", f"{i:064x}".replace("0", "e")) for i in range(3)]
+    outcomes = [lit(i, 40 if i < 10 else 200) for i in range(40)] + unsignalled
+    plan = build_plan(outcomes, CONFIG)
+    split_of_path = {e.source.relative_path: s.split for s in plan.shards for e in s.examples}
+    counts = plan.report["brightness_per_split"]
+    for split in ("train", "eval"):
+        levels = [
+            40 if i < 10 else 200 for i in range(40) if split_of_path[f"c{i % 2}/{i}.jpg"] == split
+        ]
+        assert counts[split] == [levels.count(level) for level in range(256)]

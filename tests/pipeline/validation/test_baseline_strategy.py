@@ -130,3 +130,26 @@ def test_a_span_checked_again_keeps_its_first_drift_baseline(trained_on):
 def test_no_blessed_model_means_no_drift_baseline(trained_on):
     trained_on.update({1: 10})
     assert _drift_baseline(20, [1], [_blessing(1, False)]) == []
+
+
+def test_the_drift_baseline_comes_with_its_datas_ingest_report(trained_on, monkeypatch):
+    # The report ImageExampleGen wrote beside model 2's training examples (examples id 2 here).
+    monkeypatch.setattr(
+        baseline_strategy.lineage,
+        "ingest_report_artifact",
+        lambda store, examples_id: _statistics(examples_id + 100),
+    )
+    trained_on.update({1: 10, 2: 20})
+    inputs = {
+        "statistics": [_statistics(30)],
+        "model": [_model(1), _model(2)],
+        "model_blessing": [_blessing(1, True), _blessing(2, True)],
+    }
+    strategy = BlessedTrainingStatisticsStrategy()
+    resolved = strategy.resolve_artifacts(None, {**inputs, "ingest_report": []})
+    assert [r.id for r in resolved["ingest_report"]] == [102]
+    assert "ingest_report" not in strategy.resolve_artifacts(None, inputs)
+    first_span = strategy.resolve_artifacts(
+        None, {**inputs, "model_blessing": [], "ingest_report": []}
+    )
+    assert first_span["ingest_report"] == [] and first_span["statistics"] == []
