@@ -19,6 +19,7 @@ from pipeline.lineage import (
     RunDiff,
     TrainedModel,
 )
+from pipeline.validation.eval_overlap import EvalOverlap
 
 
 def to_json(answer) -> str:
@@ -161,6 +162,9 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
         lines.append(gate_distances_line(run.gate_distances))
     if run.baseline_skipped:
         lines.append(f"baseline comparison skipped: {run.baseline_skipped}")
+    overlap = EvalOverlap(**run.eval_overlap) if run.eval_overlap else None
+    if overlap is not None and overlap.changed:  # the same eval set needs no word
+        lines.append(overlap.describe())
     if run.training_outcome:
         lines.append(training_outcome_line(run.training_outcome))
     if run.training_performance:

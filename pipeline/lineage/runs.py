@@ -18,9 +18,12 @@ from components.evaluation.evaluation_report_reader import (
 from components.evaluation.model_card_reader import card_folder
 from components.ingest.ingest_report_reader import IngestReportRecord
 from data_prep.contract.label_map import names_by_id
+from data_prep.reading import file_access
+from data_prep.writing.ingest_outputs import read_source_index
 from pipeline import exit_codes
 from pipeline.exit_codes import STOPPED_BY_EVALUATOR, STOPPED_BY_GATE, STOPPED_BY_SERVING_CHECK
 from pipeline.lineage.metrics import eval_accuracy, validation_failures
+from pipeline.lineage.models import examples_source_index
 from pipeline.lineage.run_contexts import RunMembers, runs_in_store
 from pipeline.lineage.store import (
     EXECUTION_RESULT_PROPERTY,
@@ -36,6 +39,7 @@ from pipeline.lineage.store import (
     plain_value,
     read_json,
 )
+from pipeline.validation.eval_overlap import eval_overlap
 
 GATE_NODE = "DataGate"
 STOPPED = "stopped"  # the status of a run the data gate stopped
@@ -99,6 +103,10 @@ class PipelineRun:
     not_pushed_reason: str | None = None
     # Set when the Evaluator compared with no baseline although one was blessed: why.
     baseline_skipped: str | None = None
+    # The eval images the Evaluator compared the candidate and its baseline on, against the
+    # baseline's own eval set (pipeline/validation/eval_overlap.py: compared, kept, gone,
+    # trained_on); None without a baseline model.
+    eval_overlap: dict | None = None
     # The image size and brightness distances a passing data gate measured
     # (metadata_keys.DRIFT_DISTANCES_PROPERTY: feature, distance, threshold, passed); empty
     # without a baseline or a passing gate.
@@ -215,6 +223,7 @@ def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> Pipe
     if "evaluation" in first and metrics:
         evaluation_uri = graph.artifact(first["evaluation"]).uri
         outcome["eval_accuracy"] = eval_accuracy(evaluation_uri)
+        outcome["eval_overlap"] = _eval_overlap(graph, first["evaluation"])
     outcome.update(_data(graph, first, components, outputs))
     outcome.update(_model_reports(graph, first))
     if "pushed_model" in first:
@@ -368,6 +377,22 @@ def _data(graph: MetadataGraph, first: dict[str, int], components, outputs) -> d
                 "rejected_per_reason", {}
             )
     return data
+
+
+def _eval_overlap(graph: MetadataGraph, evaluation_id: int) -> dict | None:
+    """What the Evaluator's no-regression comparison was made on, from the source indexes of
+    its examples and of its baseline model's training examples; None without a baseline or
+    where an index is missing."""
+    evaluator = graph.producer(evaluation_id, "evaluation")
+    baselines = graph.inputs(evaluator.id, "baseline_model") if evaluator else []
+    trainer = graph.producer(baselines[0].id, "model") if baselines else None
+    if trainer is None:
+        return None
+    examples = graph.inputs(evaluator.id, "examples") + graph.inputs(trainer.id, "examples")
+    paths = [examples_source_index(graph.store, e.id) for e in examples]
+    if len(paths) != 2 or not all(path and file_access.exists(path) for path in paths):
+        return None
+    return dataclasses.asdict(eval_overlap(*(read_source_index(path) for path in paths)))
 
 
 def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:

@@ -185,3 +185,14 @@ def test_the_lineage_names_the_runs_an_execution_belongs_to_beside_their_ids():
     trainer = ExecutionRecord(3, "Trainer", "ran", "t", 1.0, ("r1", "r2"), {}, {"r2": "wide"})
     assert _runs(trainer) == 'runs r1, r2 "wide"'
     assert _runs(ExecutionRecord(3, "Trainer", "ran", "t", 1.0, ("r1",), {})) == "run r1"
+
+
+def test_a_no_regression_comparison_on_another_eval_set_says_what_changed():
+    changed = {"compared": 980, "kept": 945, "gone": 20, "trained_on": 0}
+    lines = format_run_summary(dataclasses.replace(RUN, eval_overlap=changed)).splitlines()
+    assert "no-regression compared on 980 eval images: 20 of the baseline's are gone, 35 new" in (
+        lines
+    )
+    same = {"compared": 980, "kept": 980, "gone": 0, "trained_on": 0}
+    summary = format_run_summary(dataclasses.replace(RUN, eval_overlap=same))
+    assert "no-regression" not in summary and "no-regression" not in format_run_summary(RUN)
