@@ -364,11 +364,16 @@ def left_out_message(class_name: str) -> str:
     return f"class {class_name!r} has no usable image and was left out"
 
 
+def tally_line(what: str, counts: dict[str, int]) -> str:
+    """Counts by kind on one line, the kinds in name order: `rejected 3: corrupt 1, duplicate 2`."""
+    total = sum(counts.values())
+    kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(counts.items()) if count)
+    return f"{what} {total}: {kinds}" if total else f"{what} 0"
+
+
 def rejections_line(per_reason: dict[str, int]) -> str:
     """The ingest's rejections on one line, by reason: `rejected 3: corrupt 1, duplicate 2`."""
-    total = sum(per_reason.values())
-    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(per_reason.items()))
-    return f"rejected {total}: {reasons}" if total else "rejected 0"
+    return tally_line("rejected", per_reason)
 
 
 def _classes_without_training_images(report: dict) -> list[str]:

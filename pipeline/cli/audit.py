@@ -98,8 +98,11 @@ def _audit(args, config, target, report_dir: str, beam_args: list[str], shown):
         store = metadata_store.MetadataStore(writable)
         dataset = audit_record.record_ingest(store, outputs, config.ingest)
     else:
+        from data_prep.writing.plan import rejections_line
+
         dataset = audit_record.newest_ingest(target.open(), config.name)
         store = metadata_store.MetadataStore(writable)
+        shown.say(f"  {rejections_line(dataset.data.ingest.get('rejected_per_reason', {}))}")
 
     def fold_started(index: int, images: int) -> None:
         if shown.component:
@@ -138,8 +141,10 @@ def _failure(error: BaseException, where: str | None) -> tuple[int, str]:
 
 
 def summary_lines(health: dict, report_dir: str) -> list[str]:
-    """One line per finding group, then the first suspects and where the report is."""
+    """The findings on one line by kind, one line per finding group, then the first suspects
+    and where the report is."""
     from components.validation.data_health import HEALTH_FILE
+    from data_prep.writing.plan import tally_line
 
     issues = health["label_issues"]
     near = health["near_duplicates"]
@@ -161,7 +166,13 @@ def summary_lines(health: dict, report_dir: str) -> list[str]:
             f"likely mislabelled images: {len(issues)} of {health['eval_images_checked']}, each "
             f"scored by a model that never trained on it ({folds})"
         )
+    found = {
+        "likely_mislabelled": len(issues),
+        "near_duplicate_images": near["images"],
+        "odd_images": health["odd_images"]["count"],
+    }
     lines = [
+        tally_line("found", found),
         first,
         f"near-duplicates: {near['clusters']} cluster(s), {near['images']} images "
         f"({near['fraction']:.1%})",

@@ -104,9 +104,32 @@ def test_an_audit_at_chance_level_says_so_and_lists_no_suspect():
         },
     }
     lines = summary_lines(health, "/r")
-    assert lines[0].startswith("likely mislabelled images: none listed of 120: the audit's ")
-    assert "held-out accuracy 0.200, always answering the most common class 0.167" in lines[0]
+    assert lines[0] == "found 0"
+    assert lines[1].startswith("likely mislabelled images: none listed of 120: the audit's ")
+    assert "held-out accuracy 0.200, always answering the most common class 0.167" in lines[1]
     assert not any(line.startswith("  ") for line in lines)
+
+
+def test_an_audit_prints_its_findings_on_one_line_by_kind():
+    from pipeline.cli.audit import summary_lines
+
+    suspect = {"path": "cat/3.jpg", "given": "cat", "predicted": "dog", "confidence": 0.9}
+    health = {
+        "label_issues": [suspect] * 5,
+        "eval_images_checked": 120,
+        "near_duplicates": {"clusters": 3, "images": 7, "fraction": 0.06},
+        "odd_images": {"count": 2},
+        "audit": {
+            "folds": 3,
+            "held_out_accuracy": [0.9, 0.92, 0.94],
+            "held_out_accuracy_overall": 0.92,
+            "chance_accuracy": 1 / 6,
+            "at_chance": False,
+        },
+    }
+    lines = summary_lines(health, "/r")
+    assert lines[0] == "found 14: likely_mislabelled 5, near_duplicate_images 7, odd_images 2"
+    assert lines[1].startswith("likely mislabelled images: 5 of 120")
 
 
 def test_chance_is_the_most_common_class_and_clearly_above_it_beats_its_noise():

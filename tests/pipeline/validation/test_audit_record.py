@@ -45,6 +45,9 @@ def test_audit_of_the_store_records_a_data_health_made_from_the_newest_examples(
     out = capfd.readouterr().out
     # On this tiny store the audit may score at chance and list none; either way it counts them all.
     assert re.search(rf"likely mislabelled images: (\d+|none listed) of {ACCEPTED}\b", out), out
+    # The ingest's rejections and the audit's findings, each on one line by kind.
+    assert re.search(r"^  rejected \d+", out, re.MULTILINE), out
+    assert re.search(r"^found \d+", out, re.MULTILINE), out
 
     store = open_store(store_copy)
     examples_id = audit_record.newest_ingest(store, two_runs.config.name).examples_id
