@@ -137,7 +137,12 @@ def test_a_span_like_the_blessed_models_data_passes(drops):
     assert [(d["feature"], d["distance"], d["passed"]) for d in run.gate_distances] == [
         ("height", 0.0, True),
         ("width", 0.0, True),
+        ("brightness", 0.0, True),
     ]
+    # The same images as the baseline model's data, so the same eval set.
+    overlap = run.eval_overlap
+    assert overlap["compared"] == overlap["kept"] > 0
+    assert overlap["gone"] == overlap["trained_on"] == 0
     assert run.exit_code in (exit_codes.OK, exit_codes.NOT_PUSHED)
     assert (run.exit_code == exit_codes.OK) == bool(run.pushed_to)
 
