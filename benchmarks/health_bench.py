@@ -28,6 +28,10 @@ Measured:
   0 to 3 pixels cropped off each side, brightness x0.9 to x1.1, re-saved as JPEG at quality 60
   to 90): the share of copies in their original's cluster (recall), and the share of all
   images that are distinct originals sharing a cluster (merged);
+- brightness drift: on the same images (no copies), the data gate's brightness distance
+  (components/validation/brightness_drift.py, the share of images moved) between half of them
+  as the baseline and the other half as the span: as it is (sampling noise), with
+  DARKENED_FEW images darkened by half, and with a third darkened by each of DARKENED_FACTORS;
 - cost: the ingest's CPU time per further image (its whole process tree, in a child process:
   its run on PHOTOS photo-like JPEGs (benchmarks/photo_data.py) less its run on FEW), the
   median of COST_ROUNDS rounds (a whole process's CPU time varies by a second or more from run
@@ -67,6 +71,8 @@ COST_ROUNDS = 9
 SEED = 0
 SWEPT_DIFFERENCES = (0.3, 0.5, 0.8)
 SWEPT_COPIED_SHARE = 0.1
+DARKENED_FEW = 5
+DARKENED_FACTORS = (0.9, 0.8, 0.7, 0.5)
 # scikit-image's bundled photographs (the others need a download); cat is chelsea again.
 PHOTOS_SWEPT = (
     "astronaut",
@@ -335,14 +341,14 @@ def _swept_images() -> dict[str, list]:
     return {"digits": digits, "photos": crops}
 
 
-def _threshold_sweep() -> list[dict]:
+def _threshold_sweep(swept: dict[str, list]) -> list[dict]:
     """Copy recall and distinct images merged at each of SWEPT_DIFFERENCES."""
     import numpy as np
 
     from data_prep.quality import health
 
     records = []
-    for name, originals in _swept_images().items():
+    for name, originals in swept.items():
         rng = np.random.default_rng(SEED)
         copied = rng.permutation(len(originals))[: round(SWEPT_COPIED_SHARE * len(originals))]
         images = originals + [_people_copy(originals[i], rng) for i in copied]
@@ -367,6 +373,49 @@ def _threshold_sweep() -> list[dict]:
                 {"name": f"{base}.copy_recall", "value": recall / len(pairs), "unit": "share"},
                 {"name": f"{base}.merged", "value": merged / len(images), "unit": "share"},
             ]
+    return records
+
+
+def _brightness_drift(swept: dict[str, list]) -> list[dict]:
+    """The gate's brightness distance between half of each dataset (the baseline) and the other
+    half (the span) as it is, with DARKENED_FEW images and with a third of its images darkened
+    by each of DARKENED_FACTORS."""
+    import numpy as np
+    from PIL import ImageEnhance
+
+    from components.validation.brightness_drift import level_distance
+    from data_prep.quality import health
+
+    def counts(images) -> list[int]:
+        return health.brightness_histogram([health.image_signals(image) for image in images])
+
+    def darker(images, factor: float) -> list:
+        return [ImageEnhance.Brightness(image).enhance(factor) for image in images]
+
+    records = []
+    for name, images in swept.items():
+        order = np.random.default_rng(SEED).permutation(len(images))
+        baseline = counts([images[i] for i in order[: len(images) // 2]])
+        span = [images[i] for i in order[len(images) // 2 :]]
+        third = len(span) // 3
+        spans = {
+            "as_is": span,
+            f"{DARKENED_FEW}_darker_x0.5": darker(span[:DARKENED_FEW], 0.5) + span[DARKENED_FEW:],
+            **{
+                f"third_darker_x{factor:g}": darker(span[:third], factor) + span[third:]
+                for factor in DARKENED_FACTORS
+            },
+        }
+        records += [
+            {
+                "name": f"health.brightness.{name}.{case}",
+                "value": level_distance(counts(changed), baseline),
+                "unit": "distance",
+                "baseline_images": len(images) - len(span),
+                "span_images": len(span),
+            }
+            for case, changed in spans.items()
+        ]
     return records
 
 
@@ -400,7 +449,9 @@ def run(output_dir: str) -> list[dict]:
     flipped_eval = set(injected["flips"]) & set(suspects["eval"])
     caught = flipped_eval & {issue["path"] for issue in suspects["issues"]}
     cost = _cost(workdir)
-    records = _threshold_sweep() + [
+    swept = _swept_images()
+    sweeps = _threshold_sweep(swept) + _brightness_drift(swept)
+    records = sweeps + [
         {
             "name": "health.pairs.recall",
             "value": recall,
@@ -525,6 +576,9 @@ def section(records: list[dict]) -> Section:
         "threshold.<max_difference>.<data>: copies found (copy_recall) and distinct images "
         "merged (share of all images) at each ingest.near_duplicate_max_difference, on digits "
         "at 64 px and photo crops with copies rescaled, cropped, brightened and re-encoded",
+        "brightness.<data>.<span>: the data gate's brightness distance (share of images moved; "
+        "gate.brightness_share stops above 0.2) between half of the same images and the other "
+        "half, as is, with a few darkened, and with a third darkened",
     )
     if "cost.signals_share_of_ingest" in by_name:  # results measured before it lack the share
         notes += (
