@@ -94,6 +94,7 @@ def test_first_run_runs_every_component_and_pushes_a_blessed_model(first_run):
     assert summary.class_names == LABELS
     assert summary.classes_left_out == ("broken", "docs")
     assert summary.ingest_counts == {"found": 33, "accepted": 30, "rejected": 2, "ignored": 1}
+    assert sum(summary.rejected_per_reason.values()) == 2  # the summary's line by reason
     assert os.path.exists(summary.ingest_report)
     per_class = summary.evaluation["per_class"]
     assert [row["class"] for row in per_class] == list(LABELS)
