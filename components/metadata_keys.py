@@ -121,6 +121,12 @@ AUDIT_ACCURACY_PROPERTY = "held_out_accuracy"
 AUDIT_CHANCE_PROPERTY = "chance_accuracy"
 AUDIT_AT_CHANCE_PROPERTY = "at_chance"
 AUDIT_TRAINER_PROPERTY = "audit_trainer"
+# How the audit scored every image out of sample: a logistic regression per fold on pretrained
+# image embeddings, or a network per fold trained by the trainer core.
+AUDIT_METHOD_PROPERTY = "audit_method"
+AUDIT_EMBEDDINGS = "embeddings"
+AUDIT_TRAINING = "training"
+AUDIT_METHODS = (AUDIT_EMBEDDINGS, AUDIT_TRAINING)
 # `imgpipe models rollback`: an execution recording the serving folder and the version pinned
 # there (0 when the pin was removed, so the highest whole version serves).
 ROLLBACK_EXECUTION_TYPE = "imgpipe.Rollback"

@@ -1,17 +1,21 @@
 """The label audit: likely label errors over every image, not only the eval split's.
 
 DataHealthGen can only judge the eval images: they are the ones the pipeline's model never
-trained on. The audit makes every image out-of-sample by k-fold training: K models from the
-trainer core, each on K-1 folds (data_prep/quality/folds.py keeps near-duplicates in one fold), each
-scoring its held-out fold. cleanlab then reads the whole out-of-sample probability matrix, and
-the report has the shape of DataHealthGen's health.json (components/validation/data_health.py),
-with every image counted as an eval image, plus the folds under `audit`.
+trained on. The audit makes every image out-of-sample over K folds (data_prep/quality/folds.py
+keeps near-duplicates in one fold), by one of two methods:
+- embeddings: EfficientNet-Lite0's ImageNet embedding of each image, computed once
+  (image_embeddings.py), and per fold a logistic regression fitted on the other folds
+  (data_prep/quality/linear_probe.py): cleanlab's recommended path for images, in seconds;
+- training: K models from the trainer core, each on K-1 folds, each scoring its held-out fold.
+cleanlab then reads the whole out-of-sample probability matrix, and the report has the shape of
+DataHealthGen's health.json (components/validation/data_health.py), with every image counted as
+an eval image, plus the folds and the method under `audit`.
 
 Files: health.json and eval_scores.npz (labels, probabilities and source paths of every image,
-fold by fold) in the report folder; the folds' shards and models live in a work folder the audit
-creates new, removed when the trainings end, whether they finished or not. When the held-out
-models do no better than always answering the most common class, their disagreements with the
-labels are noise: the report says so and lists no suspects.
+fold by fold) in the report folder; the training method's shards and models live in a work
+folder the audit creates new, removed when the trainings end, whether they finished or not.
+When the held-out models do no better than always answering the most common class, their
+disagreements with the labels are noise: the report says so and lists no suspects.
 """
 
 from __future__ import annotations
@@ -25,14 +29,16 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from components import metadata_keys
 from components.evaluation import evaluation_report
 from components.evaluation.eval_split import read_batches
 from components.training.preprocessing import compute_normalization
 from components.training.train import train
-from components.training.trainer_config import TrainerConfig
-from components.validation import data_health
+from components.training.trainer_config import OFFLINE_IMAGENET, TrainerConfig
+from components.validation import data_health, image_embeddings
 from data_prep.contract import features
 from data_prep.quality.folds import FoldError, assign_folds
+from data_prep.quality.linear_probe import out_of_fold_probabilities
 from data_prep.writing.plan import cluster_keys
 from data_prep.writing.tfrecord import GzipTFRecordWriter
 
@@ -122,24 +128,75 @@ def run_audit(
         np.concatenate([s.probabilities for s in held_out]),
         [path for s in held_out for path in s.source_paths],
     )
+    settings = {
+        "model": config.model,
+        "epochs": config.epochs,
+        "image_size": config.image_size,
+    }
+    folded = [len(s.labels) for s in held_out], accuracies
+    return _report(data, scores, folded, (metadata_keys.AUDIT_TRAINING, settings), report_dir)
+
+
+def run_embedding_audit(
+    data: AuditInput,
+    folds: int,
+    report_dir: str,
+    image_size: int = image_embeddings.DEFAULT_IMAGE_SIZE,
+) -> dict:
+    """Scores every image by a logistic regression on Lite0 ImageNet embeddings fitted on the
+    other folds (the same folds as run_audit), then as run_audit: cleanlab, health.json and
+    eval_scores.npz in report_dir; returns the health report."""
+    fold_of = fold_assignment(data, folds)
+    embedded = image_embeddings.embed_examples(data.files, image_size)
+    fold = np.array([fold_of[path] for path in embedded.source_paths], np.int64)
+    probabilities = out_of_fold_probabilities(
+        embedded.vectors, embedded.labels, fold, len(data.label_names)
+    )
+    order = np.argsort(fold, kind="stable")  # fold by fold, as the trained models score them
+    scores = evaluation_report.EvalScores(
+        embedded.labels[order], probabilities[order], [embedded.source_paths[i] for i in order]
+    )
+    correct = probabilities.argmax(axis=1) == embedded.labels
+    accuracies = [float(np.mean(correct[fold == index])) for index in range(folds)]
+    sizes = np.bincount(fold, minlength=folds).tolist()
+    settings = {
+        "model": f"{OFFLINE_IMAGENET} imagenet embeddings, logistic regression",
+        "image_size": image_size,
+    }
+    os.makedirs(report_dir, exist_ok=True)
+    models = (metadata_keys.AUDIT_EMBEDDINGS, settings)
+    return _report(data, scores, (sizes, accuracies), models, report_dir)
+
+
+def _report(
+    data: AuditInput,
+    scores: evaluation_report.EvalScores,
+    folded: tuple[list[int], list[float]],
+    models: tuple[str, dict],
+    report_dir: str,
+) -> dict:
+    """The health report of out-of-sample scores (none listed at chance), written and returned.
+
+    folded: each fold's image count and held-out accuracy; models: the audit method and the
+    settings of the models that made the scores.
+    """
     health = data_health.build_health(data.ingest, scores, data.label_names)
     overall = float(np.mean(np.argmax(scores.probabilities, axis=1) == scores.labels))
     chance = chance_accuracy(scores.labels)
     at_chance = not clearly_above_chance(overall, chance, int(scores.labels.size))
     if at_chance:  # models that guess cannot say which labels are wrong
         health["label_issues"] = []
+    sizes, accuracies = folded
+    method, settings = models
     health["audit"] = {
-        "folds": folds,
-        "images_per_fold": [len(s.labels) for s in held_out],
+        "method": method,
+        "folds": len(sizes),
+        "images_per_fold": sizes,
         "held_out_accuracy": accuracies,
         "held_out_accuracy_overall": overall,
         "chance_accuracy": chance,
         "at_chance": at_chance,
-        "trainer": {
-            "model": config.model,
-            "epochs": config.epochs,
-            "image_size": config.image_size,
-        },
+        "trainer": settings,
     }
     data_health.write_health(health, report_dir)
     evaluation_report.write_scores(scores, report_dir)

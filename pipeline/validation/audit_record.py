@@ -107,6 +107,7 @@ def record_audit(
     data_health.set_string_custom_property(
         metadata_keys.AUDIT_TRAINER_PROPERTY, json.dumps(audit["trainer"], sort_keys=True)
     )
+    data_health.set_string_custom_property(metadata_keys.AUDIT_METHOD_PROPERTY, audit["method"])
     execution_id, (artifact_id,) = _put_execution(
         store,
         metadata_keys.AUDIT_EXECUTION_TYPE,

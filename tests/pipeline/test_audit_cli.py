@@ -44,6 +44,8 @@ def test_audit_of_a_folder_reports_and_records_a_data_health_of_its_examples(tmp
             "runlocal",
             "--folds",
             "2",
+            "--method",
+            "training",
             *IN_PROCESS,
         ]
     )
@@ -75,6 +77,7 @@ def test_audit_of_a_folder_reports_and_records_a_data_health_of_its_examples(tmp
     assert recorded.custom_properties["eval_images_checked"].int_value == 20
     assert recorded.custom_properties[metadata_keys.AUDIT_FOLDS_PROPERTY].int_value == 2
     properties = recorded.custom_properties
+    assert properties[metadata_keys.AUDIT_METHOD_PROPERTY].string_value == "training"
     assert properties[metadata_keys.AUDIT_AT_CHANCE_PROPERTY].int_value == 1
     assert (
         properties[metadata_keys.AUDIT_ACCURACY_PROPERTY].double_value
@@ -96,6 +99,7 @@ def test_an_audit_at_chance_level_says_so_and_lists_no_suspect():
         "near_duplicates": {"clusters": 0, "images": 0, "fraction": 0.0},
         "odd_images": {"count": 0},
         "audit": {
+            "method": "training",
             "folds": 3,
             "held_out_accuracy": [0.18, 0.2, 0.22],
             "held_out_accuracy_overall": 0.2,
@@ -107,6 +111,7 @@ def test_an_audit_at_chance_level_says_so_and_lists_no_suspect():
     assert lines[0] == "found 0"
     assert lines[1].startswith("likely mislabelled images: none listed of 120: the audit's ")
     assert "held-out accuracy 0.200, always answering the most common class 0.167" in lines[1]
+    assert lines[1].endswith("train them longer or on more images")
     assert not any(line.startswith("  ") for line in lines)
 
 
@@ -120,6 +125,7 @@ def test_an_audit_prints_its_findings_on_one_line_by_kind():
         "near_duplicates": {"clusters": 3, "images": 7, "fraction": 0.06},
         "odd_images": {"count": 2},
         "audit": {
+            "method": "embeddings",
             "folds": 3,
             "held_out_accuracy": [0.9, 0.92, 0.94],
             "held_out_accuracy_overall": 0.92,
@@ -130,6 +136,26 @@ def test_an_audit_prints_its_findings_on_one_line_by_kind():
     lines = summary_lines(health, "/r")
     assert lines[0] == "found 14: likely_mislabelled 5, near_duplicate_images 7, odd_images 2"
     assert lines[1].startswith("likely mislabelled images: 5 of 120")
+    assert "(embeddings, 3 folds, held-out accuracy 0.900 to 0.940)" in lines[1]
+
+
+@pytest.mark.slow
+def test_the_default_audit_fits_embeddings_and_records_its_method(tmp_path, capfd):
+    write_images(tmp_path / "images", 10)
+    build = tmp_path / "build"
+    argv = ["audit", "--data", str(tmp_path / "images"), "--build-dir", str(build)]
+    code = main([*argv, "--folds", "2", *IN_PROCESS])
+    out, err = capfd.readouterr()
+    assert code == exit_codes.OK, err
+    assert err == "" and "error" not in out.lower()
+    assert "  embeddings " in out and "fold 1 of 2" not in out
+    # Noise in both classes: the embeddings cannot tell them apart either, and say what to try.
+    assert "so they cannot tell a wrong label; try --method training, or more images" in out
+    store = metadata_store.MetadataStore(_sqlite(metadata_path_under(str(build))))
+    [recorded] = store.get_artifacts_by_type(metadata_keys.DATA_HEALTH_TYPE)
+    properties = recorded.custom_properties
+    assert properties[metadata_keys.AUDIT_METHOD_PROPERTY].string_value == "embeddings"
+    assert properties["eval_images_checked"].int_value == 20
 
 
 def test_chance_is_the_most_common_class_and_clearly_above_it_beats_its_noise():

@@ -1,5 +1,6 @@
-"""The audit on tiny data with flipped labels: K trainings of the runlocal trainer (which learns
-nothing, so no figure of model quality is asserted), every image scored once out of sample."""
+"""The audit on tiny data with flipped labels, every image scored once out of sample: K trainings
+of the runlocal trainer (which learns nothing, so no figure of model quality is asserted), or a
+logistic regression per fold on Lite0 ImageNet embeddings (which see the colours)."""
 
 import dataclasses
 import hashlib
@@ -92,6 +93,7 @@ def test_every_image_is_scored_once_out_of_sample_and_reported_as_the_health_rep
     np.testing.assert_allclose(scores.probabilities.sum(axis=1), 1.0, rtol=1e-5)
     assert sum(health["audit"]["images_per_fold"]) == len(given)
     assert len(health["audit"]["held_out_accuracy"]) == 3
+    assert health["audit"]["method"] == "training"
 
     # The component's shape, every image counted as checked; the file holds the same.
     assert data_health.read_health(str(report_dir)) == health
@@ -102,6 +104,30 @@ def test_every_image_is_scored_once_out_of_sample_and_reported_as_the_health_rep
         assert issue["predicted"] in NAMES and 0.0 <= issue["confidence"] <= 1.0
     kept = {data_health.HEALTH_FILE, evaluation_report.SCORES_FILE}
     assert set(os.listdir(report_dir)) == kept  # the folds' shards and models are gone
+
+
+@pytest.mark.slow
+def test_the_embedding_audit_scores_every_image_once_and_names_the_flipped_labels(tmp_path):
+    given = write_dataset(tmp_path / "examples")
+    data = audit_input(tmp_path / "examples")
+    report_dir = tmp_path / "report"
+
+    health = label_audit.run_embedding_audit(data, 3, str(report_dir), image_size=64)
+
+    scores = evaluation_report.read_scores(str(report_dir))
+    assert sorted(scores.source_paths) == sorted(given)
+    assert [NAMES[label] for label in scores.labels] == [given[p] for p in scores.source_paths]
+    np.testing.assert_allclose(scores.probabilities.sum(axis=1), 1.0, rtol=1e-6)
+    audit = health["audit"]
+    assert audit["method"] == "embeddings" and audit["folds"] == 3
+    assert sum(audit["images_per_fold"]) == len(given) and not audit["at_chance"]
+    fold_of = label_audit.fold_assignment(data, 3)
+    # Fold by fold, in the order the folds hold them.
+    assert [fold_of[p] for p in scores.source_paths] == sorted(fold_of.values())
+    suspects = {issue["path"] for issue in health["label_issues"]}
+    assert set(FLIPPED) <= suspects
+    assert data_health.read_health(str(report_dir)) == health
+    assert set(os.listdir(report_dir)) == {data_health.HEALTH_FILE, evaluation_report.SCORES_FILE}
 
 
 def test_near_duplicates_share_a_fold(tmp_path):
