@@ -179,7 +179,9 @@ def test_too_little_data_for_the_folds_is_one_error_line(tmp_path, capfd):
     write_images(tmp_path / "images", 2)
     build = tmp_path / "build"
     argv = ["audit", "--data", str(tmp_path / "images"), "--build-dir", str(build)]
-    code = main([*argv, "--preset", "runlocal", "--folds", "3", *IN_PROCESS])
+    code = main(
+        [*argv, "--preset", "runlocal", "--folds", "3", "--method", "training", *IN_PROCESS]
+    )
     err = capfd.readouterr().err.strip().splitlines()
     assert code == exit_codes.BAD_INPUT
     assert len(err) == 1
