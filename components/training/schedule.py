@@ -11,8 +11,9 @@ resumed run lands in the right phase (and learning rate) by itself:
 Each phase of a run from a new head (from scratch, fine-tuning) lasts at least
 config.min_phase_steps optimizer steps, in whole epochs: on a small training split its epochs
 are stretched, as an epoch of 50 images is 1-3 steps and the optimizer needs steps, not passes,
-to move the weights (the head of a 15-step frozen phase stays near chance). A warm start is
-exactly warm_start_epochs: its model is trained already, and few steps are its point.
+to move the weights (the head of a 15-step frozen phase stays near chance); an explicit
+trainer.epochs turns the stretching off (config.stretch_epochs). A warm start is exactly
+warm_start_epochs: its model is trained already, and few steps are its point.
 Changing which variables train makes the engine trace its step once more (once per phase).
 """
 
@@ -49,7 +50,10 @@ def plan_phases(config: TrainerConfig, steps_per_epoch: int, warm_start: bool) -
     """The run's phases, in order; their steps add up to the run's optimizer steps."""
 
     def steps(epochs: int) -> int:
-        """Optimizer steps of a phase of `epochs` epochs: whole epochs, at least min_phase_steps."""
+        """Optimizer steps of a phase of `epochs` epochs: whole epochs, at least min_phase_steps
+        when the config stretches epochs."""
+        if not config.stretch_epochs:
+            return epochs * steps_per_epoch
         floor = math.ceil(config.min_phase_steps / steps_per_epoch)
         return max(epochs, floor) * steps_per_epoch
 

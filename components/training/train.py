@@ -148,16 +148,34 @@ def plan_run(
         )
     phases = plan_phases(config, steps_per_epoch, warm_start)
     plan = RunPlan(train_plan, eval_plan, replicas, step_batch, steps_per_epoch, phases)
-    if runtime.is_chief_task() and not warm_start and plan.epochs > config.epochs:
-        logging.info("phases stretched: %s", phases)
+    if runtime.is_chief_task() and not warm_start:
+        _say_schedule(config, plan, train_plan.examples)
+    return plan
+
+
+def _say_schedule(config: TrainerConfig, plan: RunPlan, examples: int) -> None:
+    """A notice when the phases stretch the epochs asked for, or when epochs obeyed as given
+    leave a phase below trainer.min_phase_steps (a head that moves little from chance)."""
+    per_epoch = f"{examples} training examples make {plan.steps_per_epoch} steps per epoch"
+    if plan.epochs > config.epochs:
+        logging.info("phases stretched: %s", plan.phases)
         progress.notice(
             logging.getLogger(__name__),
-            f"trainer.epochs={config.epochs} stretched to {plan.epochs} epochs: "
-            f"{train_plan.examples} training examples make {steps_per_epoch} steps per epoch, "
+            f"trainer.epochs={config.epochs} stretched to {plan.epochs} epochs: {per_epoch}, "
             f"and each phase trains at least trainer.min_phase_steps={config.min_phase_steps} "
             "steps (set it lower to train fewer epochs)",
         )
-    return plan
+        return
+    short = [phase for phase in plan.phases if phase.steps < config.min_phase_steps]
+    if short:
+        steps = ", ".join(f"{phase.name} {phase.steps}" for phase in short)
+        progress.notice(
+            logging.getLogger(__name__),
+            f"warning: trainer.epochs={config.epochs} gives few optimizer steps ({steps}; "
+            f"{per_epoch}): a phase under trainer.min_phase_steps={config.min_phase_steps} "
+            "steps may leave the model near chance; train more epochs, or leave "
+            "trainer.epochs unset to stretch them",
+        )
 
 
 def training_dataset_fn(

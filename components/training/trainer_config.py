@@ -164,6 +164,10 @@ class TrainerConfig:
         (1-3 steps each) leaves the head near chance. A warm start keeps exactly
         warm_start_epochs. 0: every phase is exactly its epochs. Measured by
         `make bench PARTS=transfer` (docs/performance.md).
+      stretch_epochs: whether min_phase_steps stretches the epochs. false: each phase trains
+        exactly its epochs, with a warning when one trains fewer than min_phase_steps steps.
+        An explicit trainer.epochs (config file or --set) sets it to false unless it is set
+        too: the user's epochs are obeyed.
       fine_tune_learning_rate: peak learning rate of the fine-tuning phase (cosine decay to zero),
         lower than learning_rate so the pretrained features are adjusted, not overwritten.
       unfreeze_layers: how many of the backbone's last layers the fine-tuning phase trains; 0 for
@@ -233,6 +237,7 @@ class TrainerConfig:
     backbone_preprocessing: bool | None = None
     frozen_epochs: int = 3
     min_phase_steps: int = 100
+    stretch_epochs: bool = True
     fine_tune_learning_rate: float = 3e-4
     unfreeze_layers: int = 0
     warm_start: bool = False
@@ -385,6 +390,8 @@ class TrainerConfig:
                 "profile_steps",
                 f"{self.profile_steps} is not (first, last) with 1 <= first <= last",
             )
+        if not isinstance(self.stretch_epochs, bool):
+            raise ConfigError("stretch_epochs", f"{self.stretch_epochs!r} is not true or false")
         if not isinstance(self.restore_best, bool):
             raise ConfigError("restore_best", f"{self.restore_best!r} is not true or false")
         if not isinstance(self.report_input_pipeline, bool):

@@ -71,8 +71,19 @@ def load_config(
         item = item if isinstance(item, Override) else Override(item, f"--set {item}")
         config = override(config, item.setting)
         origins[item.field] = item.origin
+    config = _obey_explicit_epochs(config, origins)
     config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
     return LoadedConfig(config.validate(), settings, origins)
+
+
+def _obey_explicit_epochs(config: PipelineConfig, origins: dict[str, str]) -> PipelineConfig:
+    """Epochs a user set are trained as set: only the preset's epochs stretch on small data
+    (trainer.stretch_epochs), unless the user set that too."""
+    if "trainer.epochs" not in origins or "trainer.stretch_epochs" in origins:
+        return config
+    origins["trainer.stretch_epochs"] = f"trainer.epochs from {origins['trainer.epochs']}"
+    trainer = dataclasses.replace(config.trainer, stretch_epochs=False)
+    return dataclasses.replace(config, trainer=trainer)
 
 
 def build_dir_overrides(preset: str, build_dir: str, origin: str) -> list[Override]:

@@ -258,18 +258,22 @@ def _weights_file(directory) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("min_phase_steps", "epochs"), [(0, 2), (4, 4)], ids=["epochs", "stretched_to_min_steps"]
+    ("min_phase_steps", "stretch", "epochs"),
+    [(0, True, 2), (4, True, 4), (4, False, 2)],
+    ids=["epochs", "stretched_to_min_steps", "epochs_obeyed_with_a_warning"],
 )
 def test_fine_tuning_runs_both_phases_each_traced_once(
-    shard_pattern, tmp_path, caplog, min_phase_steps, epochs
+    shard_pattern, tmp_path, caplog, min_phase_steps, stretch, epochs
 ):
-    """1 frozen + 1 fine-tuning epoch of 3 steps; a floor of 4 steps makes each phase 2 epochs."""
+    """1 frozen + 1 fine-tuning epoch of 3 steps; a floor of 4 steps makes each phase 2 epochs,
+    unless the epochs are obeyed as given (then a warning names the short phases)."""
     config = dataclasses.replace(
         runlocal(),
         epochs=2,
         frozen_epochs=1,
         weights_path=_weights_file(tmp_path),
         min_phase_steps=min_phase_steps,
+        stretch_epochs=stretch,
     )
     with caplog.at_level(logging.INFO):
         metrics = train.train(
@@ -283,6 +287,13 @@ def test_fine_tuning_runs_both_phases_each_traced_once(
         assert "make 3 steps per epoch" in line and "trainer.min_phase_steps=4 steps" in line
     else:
         assert stretched == []
+    few = [text for text in notices if text and "few optimizer steps" in text]
+    if not stretch:
+        (line,) = few
+        assert line.startswith("warning: trainer.epochs=2 gives few optimizer steps (frozen 3, ")
+        assert "fine_tune 3; 50 training examples make 3 steps per epoch)" in line
+    else:
+        assert few == []
 
     assert metrics["phases"] == ["frozen", "fine_tune"]
     assert metrics["steps_per_epoch"] == 3

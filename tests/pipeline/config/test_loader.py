@@ -25,8 +25,30 @@ def test_each_layer_beats_the_one_before_and_says_where_each_setting_came_from(t
         "name": f"config file {file}",
         "trainer.epochs": "--epochs",
         "trainer.seed": "--set trainer.seed=8",
+        "trainer.stretch_epochs": "trainer.epochs from --epochs",
     }
     assert loaded.settings == {"name": "birds", "trainer": {"epochs": 3, "seed": 16}}
+
+
+@pytest.mark.parametrize(
+    ("file_text", "settings", "stretches"),
+    [
+        (None, [], True),
+        ("trainer:\n  epochs: 3\n", [], False),
+        (None, ["trainer.epochs=3"], False),
+        (None, ["trainer.epochs=3", "trainer.stretch_epochs=true"], True),
+        ("trainer:\n  stretch_epochs: true\n", ["trainer.epochs=3"], True),
+    ],
+    ids=["preset", "file", "set", "set_both", "file_stretches"],
+)
+def test_epochs_a_user_sets_are_obeyed_unless_stretching_is_asked_for(
+    tmp_path, file_text, settings, stretches
+):
+    file = _file(tmp_path, file_text) if file_text else None
+    loaded = load_config("local", file, settings, data="images")
+    assert loaded.config.trainer.stretch_epochs is stretches
+    if not stretches:
+        assert loaded.origins["trainer.stretch_epochs"].startswith("trainer.epochs from ")
 
 
 def test_without_a_file_the_preset_is_laid_out_under_the_build_folder():
