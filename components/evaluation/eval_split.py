@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import tensorflow as tf
-from tfx.types import artifact_utils, standard_artifacts
 
 from data_prep.contract import features
 
@@ -26,8 +25,12 @@ class ExampleBatch:
     source_paths: list[str]
 
 
-def split_files(examples: standard_artifacts.Examples, split: str) -> list[str]:
-    """The split's shards; a clear error when the artifact has no such split or it is empty."""
+def split_files(examples, split: str) -> list[str]:
+    """The split's shards (of a standard_artifacts.Examples); a clear error when the artifact has
+    no such split or it is empty. TFX is imported here: the report's thumbnails need
+    read_batches alone."""
+    from tfx.types import artifact_utils
+
     uri = artifact_utils.get_split_uri([examples], split)
     files = sorted(tf.io.gfile.glob(f"{uri}/*"))
     if not files:

@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 
 
-def _remote(path: str) -> bool:
+def is_remote(path: str) -> bool:
+    """Whether path is a URI (gs://...), read through Beam's file systems; a local path is read
+    without importing Beam (seconds a short command does not spend)."""
     return "://" in path
 
 
 def exists(path: str) -> bool:
-    if not _remote(path):
+    if not is_remote(path):
         return os.path.exists(path)
     from apache_beam.io.filesystems import FileSystems
 
@@ -21,7 +23,7 @@ def exists(path: str) -> bool:
 
 def read_bytes(path: str) -> bytes:
     """The file's bytes as stored (a .gz file is not decompressed)."""
-    if not _remote(path):
+    if not is_remote(path):
         with open(path, "rb") as handle:
             return handle.read()
     from apache_beam.io.filesystem import CompressionTypes

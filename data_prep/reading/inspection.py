@@ -10,10 +10,8 @@ import dataclasses
 import hashlib
 import os
 
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-
 from data_prep.quality.health import ImageSignals
+from data_prep.reading.file_access import is_remote
 from data_prep.reading.files import open_regular, read_upto
 from data_prep.reading.image_validation import (
     Accepted,
@@ -53,13 +51,16 @@ def read_source(source: SourceFile, limit: int) -> bytes:
     device named by a manifest is refused instead of blocking. Elsewhere in chunks: one
     read(limit) allocates the whole limit (64 MiB by default) for every file, which cost more
     (system time) than reading a 36 KB photo."""
-    if FileSystems.get_scheme(source.path) is None:
+    if not is_remote(source.path):
         with open_regular(source.path) as handle:
             wanted = min(limit, os.fstat(handle.fileno()).st_size + 1)
             data = handle.read(wanted)
             if len(data) < wanted:  # a regular file's read is short only at its end
                 return data
             return data + read_upto(handle, limit - len(data))
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
     with FileSystems.open(source.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
         return read_upto(handle, limit)
 

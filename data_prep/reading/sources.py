@@ -16,9 +16,7 @@ import os
 import posixpath
 import stat
 
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.localfilesystem import LocalFileSystem
-
+from data_prep.reading.file_access import is_remote
 from data_prep.reading.files import FileTooLargeError, empty_input_message, read_file, read_upto
 from data_prep.reading.image_validation import Reason
 
@@ -65,6 +63,8 @@ def list_sources(input_path: str) -> list[SourceFile]:
 def input_fingerprint(input_path: str) -> str:
     """A hash of every input entry's path, size and modification time (and of the manifest), so
     a changed, added or removed image changes it without any image being read."""
+    from apache_beam.io.filesystems import FileSystems
+
     if input_path.lower().endswith(MANIFEST_EXTENSIONS):
         patterns = [input_path] + [source.path for source in read_manifest(input_path)]
         entries = [
@@ -115,13 +115,15 @@ class _Entry:
 
 
 def _list_entries(root: str) -> list[_Entry]:
-    if isinstance(FileSystems.get_filesystem(root), LocalFileSystem):
+    if not is_remote(root):
         if not os.path.isdir(root):
             return []
         if not os.access(root, os.R_OK | os.X_OK):
             raise SourceError(f"cannot list input {root!r}: permission denied")
         real_root = os.path.realpath(root)
         return _walk_local(root, real_root, frozenset({real_root}))
+    from apache_beam.io.filesystems import FileSystems
+
     try:
         matches = FileSystems.match([FileSystems.join(root, "**")])[0].metadata_list
     except Exception as error:  # noqa: BLE001  each filesystem raises its own type
@@ -231,10 +233,18 @@ def _manifest_source(row: dict, base: str, labelled: bool, seen: set[str]) -> So
     if split is not None and split not in SPLITS:
         names = ", ".join([*SPLITS, *SPLIT_ALIASES])
         raise SourceError(f"split {split!r} is not one of {names}")
-    full = path if path.startswith("/") or "://" in path else FileSystems.join(base, path)
+    full = path if path.startswith("/") or "://" in path else _join(base, path)
     if full in seen:
         raise SourceError(f"{path!r} is listed twice")
     return SourceFile(path, full, str(label) if label else None, split)
+
+
+def _join(base: str, path: str) -> str:
+    if not is_remote(base):
+        return os.path.join(base, path)
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.join(base, path)
 
 
 def _problems_message(manifest_path: str, problems: list[str]) -> str:
@@ -252,8 +262,10 @@ def _problems_message(manifest_path: str, problems: list[str]) -> str:
 def _read_manifest_bytes(manifest_path: str) -> bytes:
     """A local manifest is read as a regular file only (a pipe would block); any other
     filesystem through Beam. Both bounded, so a wrong path cannot fill the memory."""
-    if FileSystems.get_scheme(manifest_path) is None:
+    if not is_remote(manifest_path):
         return read_file(manifest_path, MANIFEST_MAX_BYTES)
+    from apache_beam.io.filesystems import FileSystems
+
     with FileSystems.open(manifest_path) as handle:
         data = read_upto(handle, MANIFEST_MAX_BYTES + 1)
     if len(data) > MANIFEST_MAX_BYTES:

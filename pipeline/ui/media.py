@@ -71,14 +71,15 @@ def input_file(input_path: str, relative_path: str) -> str:
 def file_thumbnail(path: str, limits: ImageLimits = INGEST_LIMITS) -> bytes | None:
     """The thumbnail of a file (local or any Beam filesystem); None when it is gone, too large,
     no regular file (a pipe is never opened for reading) or does not decode."""
-    from apache_beam.io.filesystems import FileSystems
-
+    from data_prep.reading.file_access import is_remote
     from data_prep.reading.files import read_file, read_upto
 
     try:
-        if FileSystems.get_scheme(path) is None:
+        if not is_remote(path):
             data = read_file(path, limits.max_file_bytes)
         else:
+            from apache_beam.io.filesystems import FileSystems
+
             with FileSystems.open(path) as handle:
                 data = read_upto(handle, limits.max_file_bytes + 1)
     except Exception:  # noqa: BLE001  each filesystem raises its own type; no thumbnail then

@@ -174,12 +174,12 @@ def timeline(executions: list[lineage.ExecutionRecord]) -> tuple[TimelineBar, ..
 
 
 def read_json(path: str) -> dict:
-    from apache_beam.io.filesystems import FileSystems
+    """A JSON file's object, {} when it is not there; Beam is imported only for a URI."""
+    from data_prep.reading import file_access
 
-    if not FileSystems.exists(path):
+    if not file_access.exists(path):
         return {}
-    with FileSystems.open(path) as handle:
-        return json.load(handle)
+    return json.loads(file_access.read_bytes(path))
 
 
 def _ingest(run: lineage.PipelineRun, images: dict) -> IngestView | None:
