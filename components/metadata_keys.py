@@ -27,6 +27,11 @@ MIN_CONFIDENCE_PROPERTY = "min_confidence"
 LABELLED_PROPERTY = "labelled"
 LABELLED_FILES_PROPERTY = "labelled_files"
 LABELLED_ACCURACY_PROPERTY = "labelled_accuracy"
+# What a predictions file held when written, to tell edits since: the Predictions artifact's
+# SHA-256 of the file, and the Predict execution's digests of its rows
+# (pipeline/lineage/predictions_edits.py).
+FILE_SHA256_PROPERTY = "sha256"
+ROW_DIGESTS_PROPERTY = "row_digests"
 
 # DataGate's output key; DataVerdict custom property: "" or the class change the policy allowed.
 DATA_VERDICT_OUTPUT_KEY = "verdict"

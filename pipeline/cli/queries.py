@@ -74,11 +74,13 @@ def add_lineage(subparsers) -> None:
     predictions = kinds.add_parser(
         "predictions",
         parents=[store],
-        help="which models scored an image (by path or content)",
-        description="Searches the predictions files `imgpipe predict --output` recorded for the "
-        "image's path and its sha256, and names the model each was scored with.",
+        help="which models scored an image, or which model wrote a predictions file",
+        description="For an image: searches the predictions files `imgpipe predict --output` "
+        "recorded for the image's path and its sha256, and names the model each was scored "
+        "with. For a predictions file (CSV or JSON lines) that predict wrote: names the model "
+        "that wrote it and the rows edited, added or removed since.",
     )
-    predictions.add_argument("path", help="the image file")
+    predictions.add_argument("path", help="an image file, or a predictions file")
     predictions.set_defaults(handler=_run_query, query="predictions")
 
 
@@ -115,8 +117,11 @@ def _run_query(args, beam_args: list[str]) -> int:
             answer = lineage.examples_lineage(store, args.examples)
             text = lineage_format.format_examples_lineage
         elif args.query == "predictions":
-            answer = lineage.predictions_lineage(store, args.path)
-            text = lineage_format.format_predictions_lineage
+            answer = lineage.predictions_file_lineage(store, args.path)
+            text = lineage_format.format_predictions_file_lineage
+            if answer is None:  # an image
+                answer = lineage.predictions_lineage(store, args.path)
+                text = lineage_format.format_predictions_lineage
         else:
             answer = lineage.image_lineage(store, args.path)
             text = lineage_format.format_image_lineage

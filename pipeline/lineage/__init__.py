@@ -27,6 +27,7 @@ from pipeline.lineage.models import (
     training_examples_id,
 )
 from pipeline.lineage.predictions import PredictionsLineage, Scoring, predictions_lineage
+from pipeline.lineage.predictions_edits import PredictionsFileLineage, predictions_file_lineage
 from pipeline.lineage.runs import (
     STOPPED_BY_EVALUATOR,
     STOPPED_BY_GATE,
@@ -58,6 +59,7 @@ __all__ = [
     "LineageError",
     "ModelLineage",
     "PipelineRun",
+    "PredictionsFileLineage",
     "PredictionsLineage",
     "RunDiff",
     "Scoring",
@@ -76,6 +78,7 @@ __all__ = [
     "list_runs",
     "model_label_map",
     "model_lineage",
+    "predictions_file_lineage",
     "predictions_lineage",
     "producer_of",
     "run_artifacts",

@@ -15,10 +15,12 @@ from pipeline.lineage import (
     ImageLineage,
     ModelLineage,
     PipelineRun,
+    PredictionsFileLineage,
     PredictionsLineage,
     RunDiff,
     TrainedModel,
 )
+from pipeline.lineage.predictions_edits import MAX_LISTED
 from pipeline.validation.eval_overlap import EvalOverlap
 
 
@@ -437,17 +439,65 @@ def _scored_answer(row: dict) -> str:
     return f"{row['top_class']} {row['probability']:.3f}{low}"
 
 
+def _scored_by(model, version: str) -> str:
+    if model is None:
+        return "an unrecorded model"
+    return f"{model.type} {model.id}" + (f" (version {version})" if version else "")
+
+
+def _listed(kind: str, files: tuple[str, ...]) -> list[str]:
+    """The files of one kind of change, MAX_LISTED of them, then how many more."""
+    if not files:
+        return []
+    shown = [f"  {kind}: {file}" for file in files[:MAX_LISTED]]
+    if len(files) > MAX_LISTED:
+        shown.append(f"  ... and {len(files) - MAX_LISTED} more {kind}")
+    return shown
+
+
+def format_predictions_file_lineage(lineage: PredictionsFileLineage) -> str:
+    """Which model wrote the file, and whether (and where) it changed since."""
+    recorded = lineage.predictions
+    counts = ", ".join(
+        f"{recorded.properties.get(name, 0)} {name.replace('_', ' ')}"
+        for name in metadata_keys.PREDICTIONS_COUNTS
+    )
+    version = recorded.properties.get(metadata_keys.MODEL_VERSION_PROPERTY, "")
+    lines = [
+        f"predictions file {lineage.path}: Predictions {recorded.id}, written "
+        f"{recorded.created} by `imgpipe predict` with {_scored_by(lineage.model, version)}",
+        counts,
+    ]
+    if lineage.unchanged:
+        lines.append(f"unchanged since written (sha256 {lineage.sha256})")
+        return "\n".join(lines)
+    changes = len(lineage.edited) + len(lineage.added) + lineage.removed
+    if lineage.unchanged is False:
+        was = recorded.properties.get(metadata_keys.FILE_SHA256_PROPERTY)
+        lines.append(f"changed since written (sha256 {lineage.sha256}, written {was})")
+    if lineage.unreadable:
+        lines.append(
+            f"its rows cannot be compared: it no longer reads as predictions ({lineage.unreadable})"
+        )
+    elif not lineage.rows_compared:
+        lines.append("its rows cannot be compared: the record holds no digests of them")
+    elif changes or lineage.unchanged is None:
+        lines.append(
+            f"rows: {len(lineage.edited)} edited, {len(lineage.added)} added, "
+            f"{lineage.removed} removed since written"
+        )
+        lines += _listed("edited", lineage.edited) + _listed("added", lineage.added)
+    else:
+        lines.append("every row as written (the file's bytes differ, not its predictions)")
+    return "\n".join(lines)
+
+
 def format_predictions_lineage(lineage: PredictionsLineage) -> str:
     lines = [f"image {lineage.query} (sha256 {lineage.sha256 or 'unreadable here'})"]
     if not lineage.scorings:
         lines.append("no recorded predictions include it")
     for scoring in lineage.scorings:
-        model = scoring.model
-        if model is None:
-            scored_by = "an unrecorded model"
-        else:
-            version = scoring.row["model_version"]
-            scored_by = f"{model.type} {model.id}" + (f" (version {version})" if version else "")
+        scored_by = _scored_by(scoring.model, scoring.row["model_version"])
         lines.append(
             f"{scoring.predictions.created} {scored_by}: {_scored_answer(scoring.row)}; "
             f"Predictions {scoring.predictions.id} {scoring.predictions.uri}; "

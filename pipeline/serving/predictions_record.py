@@ -14,6 +14,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
 from pipeline.lineage.models import find_model, latest_pushed_model
+from pipeline.lineage.predictions_edits import written_contents
 from pipeline.lineage.store import LineageError, MetadataGraph, same_file
 from pipeline.serving.predictions_file import IGNORED, REJECTED, SCORED, PredictionRow
 
@@ -55,7 +56,9 @@ def record_predictions(
     labelled: LabelledScore | None = None,
 ) -> int:
     """Records the predictions file as an artifact made from the model; returns its id. With
-    `labelled`, it records that the files were scored against their labels, and the accuracy."""
+    `labelled`, it records that the files were scored against their labels, and the accuracy.
+    The file's SHA-256 and its rows' digests are recorded too (a local file's), so the lineage
+    tells which rows were edited since."""
     artifact_type = store.put_artifact_type(
         mlmd_pb2.ArtifactType(name=metadata_keys.PREDICTIONS_TYPE)
     )
@@ -84,10 +87,15 @@ def record_predictions(
     if labelled is not None:
         properties[metadata_keys.LABELLED_FILES_PROPERTY].int_value = labelled.files
         properties[metadata_keys.LABELLED_ACCURACY_PROPERTY].double_value = labelled.accuracy
+    written, digests = written_contents(uri)
+    if written is not None:
+        properties[metadata_keys.FILE_SHA256_PROPERTY].string_value = written
     execution = mlmd_pb2.Execution(
         type_id=execution_type, last_known_state=mlmd_pb2.Execution.COMPLETE
     )
     execution.custom_properties["inputs"].string_value = json.dumps(inputs)
+    if digests is not None:
+        execution.custom_properties[metadata_keys.ROW_DIGESTS_PROPERTY].string_value = digests
     made = mlmd_pb2.Event(type=mlmd_pb2.Event.OUTPUT)
     made.path.steps.add().key = metadata_keys.PREDICTIONS_OUTPUT_KEY
     execution_id, (artifact_id,), _ = store.put_execution(execution, [(artifact, made)], [])
