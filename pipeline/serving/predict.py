@@ -1,5 +1,7 @@
-"""Classifies image files with an exported model: what `imgpipe predict` runs, one Beam job for
-one file or a million, on the runners the ingest runs on.
+"""Classifies image files with an exported model: what `imgpipe predict` runs. Fewer than
+BEAM_FROM_FILES files are scored in this process (the model loaded once, no Beam imported); more
+files, or any Beam option, run one Beam job (pipeline/serving/predict_beam.py) on the runners
+the ingest runs on.
 
 Inputs are files, folders (every file below them) and manifests (the ingest's CSV or JSON lines,
 labels optional). A file's class folder or manifest label is its label when at least one input
@@ -7,9 +9,9 @@ label is a class of the model; each labelled row then says whether the model got
 Each file goes through the ingest's own inspection (data_prep.reading.inspection), so whatever
 the ingest accepts is answered as the model saw it in training (WebP, TIFF, BMP, grayscale,
 CMYK, RGBA, EXIF-rotated photos), and a file the ingest would reject or ignore gets the
-ingest's status and reason instead of an answer. Accepted images are scored in batches by Beam's
-RunInference on the SavedModel's image signature; a batch the model fails on is reported per file,
-and the other files are still answered.
+ingest's status and reason instead of an answer. Accepted images are scored in batches on the
+SavedModel's image signature; a batch the model fails on is reported per file, and the other
+files are still answered. Both ways write the same rows, read back from the file they wrote.
 """
 
 from __future__ import annotations
@@ -18,14 +20,7 @@ import dataclasses
 import os
 import tempfile
 
-import apache_beam as beam
 import numpy as np
-from apache_beam.ml.inference.base import (
-    KeyedModelHandler,
-    ModelHandler,
-    PredictionResult,
-    RunInference,
-)
 
 from components.serving.versions import served_version, version_dir
 from data_prep.reading import inspection
@@ -47,7 +42,10 @@ from pipeline.serving.predictions_file import (
 )
 
 MAX_BATCH_SIZE = 64
-FILES_PER_BUNDLE = 256
+# Fewer files are scored in this process. Below data_prep.runtime.running_mode's
+# IN_PROCESS_MAX_FILES the DirectRunner runs in this process too, so Beam would add its import
+# and its job's start and nothing else; from there it spreads the files over worker processes.
+BEAM_FROM_FILES = 20_000
 EXPLAIN_CHUNK = 256  # images read back and explained at a time
 DEFAULT_MIN_CONFIDENCE = 0.5
 INFERENCE_FAILED = "inference_failed"  # the model raised on a batch holding the file
@@ -114,61 +112,45 @@ def list_inputs(inputs: list[str]) -> list[SourceFile]:
     return sources
 
 
-class ImageModelHandler(ModelHandler[bytes, PredictionResult, object]):
-    """The exported SavedModel's image signature for RunInference: a batch of encoded JPEG or
-    PNG images in, one row of class probabilities (in label-id order) out per image. Loaded with
+class ImageModel:
+    """The exported SavedModel's image signature: a batch of encoded JPEG or PNG images in, one
+    row of class probabilities (in label-id order) out per image. Loaded with
     tf.saved_model.load, as a model server does: the signatures decode and preprocess their own
     inputs, which the bare Keras network would not."""
 
     def __init__(self, model_dir: str):
-        super().__init__()
-        self._model_dir = model_dir
-
-    def load_model(self) -> object:
-        import tensorflow as tf
-
-        return tf.saved_model.load(self._model_dir)
-
-    def run_inference(self, batch, model, inference_args=None):
         import tensorflow as tf
 
         from components.training.export import IMAGES_SIGNATURE
 
-        serve = model.signatures[IMAGES_SIGNATURE]
-        probabilities = serve(images=tf.constant(list(batch), tf.string))["probabilities"]
-        return [
-            PredictionResult(image, row, self._model_dir)
-            for image, row in zip(batch, probabilities.numpy(), strict=True)
-        ]
+        self._serve = tf.saved_model.load(model_dir).signatures[IMAGES_SIGNATURE]
 
-    def batch_elements_kwargs(self):
-        return {"max_batch_size": MAX_BATCH_SIZE}
+    def probabilities(self, images: list[bytes]) -> np.ndarray:
+        import tensorflow as tf
 
-    def get_metrics_namespace(self) -> str:
-        return "imgpipe_predict"
+        return self._serve(images=tf.constant(images, tf.string))["probabilities"].numpy()
 
 
-def _examine(bundle: tuple[SourceFile, ...], limits: ImageLimits):
-    """Each scorable image as ((file, sha256), encoded bytes) on the 'images' output; any other
-    file as its row."""
-    for source in bundle:
-        outcome, accepted = inspection.examine_source(source, limits)
-        label = source.label or ""
-        if outcome.status == inspection.ACCEPTED:
-            key = (source.path, outcome.sha256, label)
-            yield beam.pvalue.TaggedOutput("images", (key, accepted.encoded))
-            continue
-        status = IGNORED if outcome.status == inspection.IGNORED else REJECTED
-        yield PredictionRow(
-            source.path, status, reason=outcome.reason, detail=outcome.detail, label=label
-        )
+Key = tuple[str, str, str]  # (file, sha256 of its bytes, label)
 
 
-def _scored_row(
-    keyed, label_names: tuple[str, ...], settings: PredictSettings, version: str
+def examine(source: SourceFile, limits: ImageLimits) -> tuple[Key, bytes] | PredictionRow:
+    """A scorable image as (key, encoded bytes); any other file as its row."""
+    outcome, accepted = inspection.examine_source(source, limits)
+    label = source.label or ""
+    if outcome.status == inspection.ACCEPTED:
+        return (source.path, outcome.sha256, label), accepted.encoded
+    status = IGNORED if outcome.status == inspection.IGNORED else REJECTED
+    return PredictionRow(
+        source.path, status, reason=outcome.reason, detail=outcome.detail, label=label
+    )
+
+
+def scored_row(
+    key: Key, probabilities, label_names: tuple[str, ...], settings: PredictSettings, version: str
 ) -> PredictionRow:
-    (path, sha256, label), result = keyed
-    row = np.asarray(result.inference)
+    path, sha256, label = key
+    row = np.asarray(probabilities)
     best = np.argsort(-row, kind="stable")[: settings.top_k]
     top_k = tuple((label_names[i], float(row[i])) for i in best)
     return PredictionRow(
@@ -182,69 +164,46 @@ def _scored_row(
     )
 
 
-def _failed_rows(failed_batch) -> list[PredictionRow]:
-    batch, error = failed_batch
-    detail = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+def failed_rows(keys: list[Key], error: str) -> list[PredictionRow]:
+    """The rows of a batch the model raised on; error as `Type: message`, its first line kept."""
+    detail = error.splitlines()[0][:500]
     return [
         PredictionRow(
             path, REJECTED, reason=INFERENCE_FAILED, detail=detail, sha256=sha256, label=label
         )
-        for (path, sha256, label), _ in batch
+        for path, sha256, label in keys
     ]
 
 
-class ScoreImages(beam.PTransform):
-    """Files -> one PredictionRow per file, written to `output` sorted by file; outputs the
-    output's path."""
-
-    def __init__(
-        self,
-        sources: list[SourceFile],
-        model_dir: str,
-        label_names: tuple[str, ...],
-        settings: PredictSettings,
-        output: str,
-    ):
-        super().__init__()
-        self._sources, self._model_dir, self._label_names = sources, model_dir, label_names
-        self._settings, self._output = settings, output
-
-    def expand(self, pbegin):
-        version = model_version(self._model_dir)
-        size = FILES_PER_BUNDLE
-        bundles = [tuple(self._sources[i : i + size]) for i in range(0, len(self._sources), size)]
-        examined = (
-            pbegin
-            # Bundles of files: Create embeds its elements in the pipeline's graph, which Beam
-            # pickles and compresses several times, so a million files would cost it a million
-            # elements (the ingest bundles its files for the same reason).
-            | "Files" >> beam.Create(bundles)
-            | "Examine"
-            >> beam.FlatMap(_examine, self._settings.limits).with_outputs("images", main="rows")
-        )
-        scored, failed = (
-            examined.images
-            | "Score"
-            >> RunInference(
-                KeyedModelHandler(ImageModelHandler(self._model_dir))
-            ).with_exception_handling()
-        )
-        return (
-            (
-                examined.rows,
-                scored
-                | "Rows" >> beam.Map(_scored_row, self._label_names, self._settings, version),
-                failed.failed_inferences | "FailedRows" >> beam.FlatMap(_failed_rows),
-            )
-            | "AllRows" >> beam.Flatten()
-            | "Gather" >> beam.combiners.ToList()
-            | "Write" >> beam.Map(_write, self._output)
-        )
-
-
-def _write(rows: list[PredictionRow], output: str) -> str:
+def score_in_process(
+    sources: list[SourceFile],
+    model_dir: str,
+    label_names: tuple[str, ...],
+    settings: PredictSettings,
+    output: str,
+) -> None:
+    """The files examined and scored MAX_BATCH_SIZE at a time (so at most one batch of images is
+    held), the model loaded once, at the first image; the rows written to output."""
+    rows, model, version = [], None, model_version(model_dir)
+    for start in range(0, len(sources), MAX_BATCH_SIZE):
+        images = []
+        for source in sources[start : start + MAX_BATCH_SIZE]:
+            examined = examine(source, settings.limits)
+            (rows if isinstance(examined, PredictionRow) else images).append(examined)
+        if not images:
+            continue
+        keys, encoded = zip(*images, strict=True)
+        model = model or ImageModel(model_dir)
+        try:
+            probabilities = model.probabilities(list(encoded))
+        except Exception as error:  # noqa: BLE001  reported per file, as RunInference's
+            rows += failed_rows(list(keys), f"{type(error).__name__}: {error}")
+            continue
+        rows += [
+            scored_row(key, row, label_names, settings, version)
+            for key, row in zip(keys, probabilities, strict=True)
+        ]
     write_rows(rows, output)
-    return output
 
 
 def predict(
@@ -255,13 +214,11 @@ def predict(
     beam_args: tuple[str, ...] = (),
 ) -> list[PredictionRow]:
     """Scores every file of the inputs with the SavedModel in model_dir (a version folder or a
-    Pusher destination); returns one row per file, sorted by file, and writes them to output
-    when given (.csv or .jsonl). Raises FileNotFoundError for a folder without a model,
+    Pusher destination): in this process below BEAM_FROM_FILES files without Beam options, else
+    with Beam. Returns one row per file, sorted by file, as read back from the file written
+    (output when given, .csv or .jsonl). Raises FileNotFoundError for a folder without a model,
     ValueError for bad settings, data_prep.reading.sources.SourceError for unusable inputs."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
     from components.training.serving_assets import read_label_names
-    from pipeline.config.beam_options import resolve_beam_args
 
     settings.validate()
     model_dir = resolve_model_dir(model_dir)
@@ -270,13 +227,14 @@ def predict(
     if not any(source.label in label_names for source in sources):
         # Folders named for no class of the model (photos sorted by trip) are no labels.
         sources = [dataclasses.replace(source, label=None) for source in sources]
-    options = PipelineOptions(list(resolve_beam_args(tuple(beam_args), len(sources))))
     with tempfile.TemporaryDirectory(prefix="imgpipe-predict-") as scratch:
         written = output or os.path.join(scratch, "predictions.jsonl")
-        with beam.Pipeline(options=options) as pipeline:
-            _ = pipeline | "Predict" >> ScoreImages(
-                sources, model_dir, label_names, settings, written
-            )
+        if len(sources) < BEAM_FROM_FILES and not beam_args:
+            score_in_process(sources, model_dir, label_names, settings, written)
+        else:
+            from pipeline.serving.predict_beam import score_with_beam
+
+            score_with_beam(sources, model_dir, label_names, settings, written, beam_args)
         return read_rows(written)
 
 

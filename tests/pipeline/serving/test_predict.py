@@ -9,12 +9,15 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from pipeline.cli import main
+from pipeline.serving import predict as predict_module
 from pipeline.serving.predict import PredictSettings, predict, resolve_model_dir
 from pipeline.serving.predictions_file import PredictionRow, read_rows
 from tests.components.conftest import export_model_artifact
@@ -22,6 +25,9 @@ from tests.data_prep import image_files
 
 pytestmark = pytest.mark.slow
 LABELS = ("cat", "dog", "emu")
+REPOSITORY = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 
 
 @pytest.fixture(scope="module")
@@ -302,3 +308,65 @@ def test_a_bare_output_name_is_a_file_in_this_folder(model_dir, album, tmp_path,
     assert code == 1  # the album's bad files
     rows = read_rows(str(tmp_path / "predictions.csv"))
     assert len(rows) == 7 and sorted(os.listdir(tmp_path)) == ["predictions.csv"]
+
+
+def _answers(rows: list[PredictionRow]) -> list[tuple]:
+    return [(row.file, row.status, row.reason, row.sha256, row.top_class) for row in rows]
+
+
+def test_in_process_and_beam_write_the_same_rows(model_dir, album, images, tmp_path):
+    """A handful of files is scored without Beam; any Beam option runs the Beam job."""
+    inputs = [str(album / "photos"), str(images)]
+    settings = PredictSettings(top_k=3)
+
+    direct = predict(inputs, model_dir, settings, str(tmp_path / "direct.jsonl"))
+    beam = predict(
+        inputs, model_dir, settings, str(tmp_path / "beam.jsonl"), ("--runner=DirectRunner",)
+    )
+
+    assert _answers(direct) == _answers(beam) and len(direct) == 14
+    scored = [(a, b) for a, b in zip(direct, beam, strict=True) if a.status == "scored"]
+    assert len(scored) == 11
+    for ours, theirs in scored:
+        np.testing.assert_allclose(_probabilities(ours), _probabilities(theirs), atol=1e-5)
+
+
+@pytest.mark.parametrize("beam_args", [(), ("--runner=DirectRunner",)], ids=["direct", "beam"])
+def test_a_batch_the_model_fails_on_is_reported_per_file(model_dir, album, monkeypatch, beam_args):
+    def fails(self, images):
+        raise ValueError("the signature refused the batch\nsecond line")
+
+    monkeypatch.setattr(predict_module.ImageModel, "probabilities", fails)
+
+    rows = predict([str(album / "photos")], model_dir, PredictSettings(), beam_args=beam_args)
+
+    failed = [row for row in rows if row.reason == "inference_failed"]
+    assert [row.file.rsplit("/", 1)[-1] for row in failed] == ["top.jpg", "beach.jpg", "boat.png"]
+    assert {row.detail for row in failed} == {"ValueError: the signature refused the batch"}
+    assert all(len(row.sha256) == 64 and row.status == "rejected" for row in failed)
+
+
+def test_a_handful_of_files_is_scored_without_importing_beam(model_dir, images, tmp_path):
+    """What makes `imgpipe predict` on a few files answer in seconds: Beam is never imported."""
+    script = (
+        "import sys\n"
+        "from pipeline.cli import main\n"
+        f"code = main(['predict', '--model', {model_dir!r}, {str(images / 'rgb.png')!r}])\n"
+        "print('beam imported' if 'apache_beam' in sys.modules else 'no beam', code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": REPOSITORY, "TF_USE_LEGACY_KERAS": "1"},
+        check=False,
+    )
+
+    assert done.stdout.splitlines()[-1] == "no beam 0", done.stderr
+
+
+def test_beam_takes_over_where_the_direct_runner_would_start_worker_processes():
+    from data_prep.runtime import running_mode
+
+    assert predict_module.BEAM_FROM_FILES == running_mode.IN_PROCESS_MAX_FILES
