@@ -291,7 +291,7 @@ def test_fine_tuning_runs_both_phases_each_traced_once(
     if not stretch:
         (line,) = few
         assert line.startswith("warning: trainer.epochs=2 gives few optimizer steps (frozen 3, ")
-        assert "fine_tune 3; 50 training examples make 3 steps per epoch)" in line
+        assert "fine_tune 3; 14 training examples make 3 steps per epoch)" in line
     else:
         assert few == []
 
