@@ -61,10 +61,8 @@ DATA_HEALTH_COUNTS = (
 )
 # Examples custom property: runners compare it to number the next span.
 INPUT_FINGERPRINT_PROPERTY = "input_fingerprint"
-# ModelCardGen's output key; ModelCard custom properties: the folder the card was placed in
-# beside the pushed model, and the id of the Model it describes.
+# ModelCardGen's output key; ModelCard custom property: the id of the Model it describes.
 MODEL_CARD_OUTPUT_KEY = "model_card"
-PLACED_AT_PROPERTY = "placed_at"
 MODEL_CARD_MODEL_ID_PROPERTY = "model_id"
 # Model custom properties carrying the Trainer's performance report start with this.
 PERFORMANCE_PROPERTY_PREFIX = "perf_"

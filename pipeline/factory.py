@@ -21,7 +21,7 @@ from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
     LatestBlessedModelStrategy,
 )
 from tfx.orchestration.pipeline import Pipeline
-from tfx.proto import distribution_validator_pb2, pusher_pb2, trainer_pb2, transform_pb2
+from tfx.proto import distribution_validator_pb2, trainer_pb2, transform_pb2
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.channel import Channel
 
@@ -30,8 +30,12 @@ from components.evaluation import evaluator as evaluator_module
 from components.evaluation.evaluation_report import EvaluationReportGen
 from components.evaluation.model_card import ModelCardGen
 from components.ingest.image_example_gen import ImageExampleGen
-from components.metadata_keys import CODE_FINGERPRINT_KEY, TRAINER_CONFIG_KEY
-from components.serving.pusher import Executor as PusherExecutor
+from components.metadata_keys import (
+    CODE_FINGERPRINT_KEY,
+    MODEL_CARD_OUTPUT_KEY,
+    TRAINER_CONFIG_KEY,
+)
+from components.serving.pusher import Pusher
 from components.serving.serving_check import ServingCheck
 from components.serving.tflite_export import TFLiteExport
 from components.training import trainer as trainer_module
@@ -501,21 +505,9 @@ def serving(
     evaluated: Evaluated,
     code_fingerprint: Callable[[str], str],
 ) -> list[base_node.BaseNode]:
-    """The Pusher (only with both blessings) and the model card over everything the run made."""
+    """The model card over everything the run made, then the Pusher (only with both blessings),
+    which puts the card's folder beside the model in the version it pushes: the last write."""
     model = trainer.outputs["model"]
-    pusher = tfx.components.Pusher(
-        model=model,
-        # Copies, verifies in a fresh process, then renames into place.
-        custom_executor_spec=executor_spec.ExecutorClassSpec(PusherExecutor),
-        custom_config={CODE_FINGERPRINT_KEY: code_fingerprint(PusherExecutor.__module__)},
-        model_blessing=evaluated.evaluator.outputs["blessing"],
-        infra_blessing=evaluated.serving_check.outputs["blessing"],  # both blessings or no push
-        push_destination=pusher_pb2.PushDestination(
-            filesystem=pusher_pb2.PushDestination.Filesystem(
-                base_directory=os.path.join(config.serving_dir, config.name)
-            )
-        ),
-    )
     model_card = ModelCardGen(
         model=model,
         model_run=trainer.outputs["model_run"],
@@ -526,7 +518,14 @@ def serving(
         infra_blessing=evaluated.serving_check.outputs["blessing"],
         readable_evaluation=evaluated.report.outputs["report"],
         tflite=evaluated.tflite_export.outputs["tflite"],
-        pushed_model=pusher.outputs["pushed_model"],
         data_health=evaluated.data_health.outputs["data_health"],
     )
-    return [pusher, model_card]
+    pusher = Pusher(  # copies, verifies in a fresh process, then renames into place
+        model=model,
+        model_blessing=evaluated.evaluator.outputs["blessing"],
+        infra_blessing=evaluated.serving_check.outputs["blessing"],  # both blessings or no push
+        model_card=model_card.outputs[MODEL_CARD_OUTPUT_KEY],
+        base_directory=os.path.join(config.serving_dir, config.name),
+        custom_config={CODE_FINGERPRINT_KEY: code_fingerprint(Pusher.__module__)},
+    )
+    return [model_card, pusher]

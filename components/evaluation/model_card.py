@@ -1,4 +1,4 @@
-"""ModelCardGen: a model card for every evaluated model, placed beside the model when it is pushed.
+"""ModelCardGen: a model card for every evaluated model, and the files pushed beside it.
 
 The card (model_card.json, and model_card.md for people) gathers what a reviewer needs in one
 place: labels, input spec (read from the SavedModel's signatures), training data per class, TFMA
@@ -8,8 +8,9 @@ label errors), the trainer's own reports (every JSON file the Trainer wrote
 at the top of its model run folder, read as-is), the ML Metadata ids of the model and its
 examples, and package versions.
 
-When the Pusher pushed the model, the card, the TFLite models and the evaluation files are copied
-next to the SavedModel in the pushed version folder:
+It runs before the Pusher, and its output folder holds exactly the files that go beside the
+SavedModel in a pushed version: the Pusher stages them with the model and renames the whole
+version into place at once, so nothing writes into a version a model server may be reading:
   <version>/model_card.json, model_card.md, tflite/*, evaluation/*
 """
 
@@ -46,7 +47,6 @@ from components.validation.data_health import HEALTH_FILE, read_health
 from components.validation.data_health import counts as health_counts
 from data_prep.ingest import IngestOutputs, read_ingest_report
 from data_prep.runtime.terminal import terminal_safe
-from data_prep.writing.local_files import replace_atomically
 
 PACKAGES = (
     "imgpipe",
@@ -171,7 +171,6 @@ def build_card(
     infra_blessing: artifact.Artifact,
     report: artifact.Artifact,
     tflite: artifact.Artifact,
-    pushed_model: artifact.Artifact,
     health: artifact.Artifact,
 ) -> dict:
     saved_model_dir = path_utils.serving_model_path(model.uri)
@@ -179,16 +178,10 @@ def build_card(
     if readable is None:
         raise FileNotFoundError(f"no {evaluation_report.REPORT_FILE} in {report.uri}")
     tflite_report = _read_json(tflite.uri, tflite_export.REPORT_FILE)
-    pushed = bool(pushed_model.get_int_custom_property("pushed"))
     return {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "model": {
-            "mlmd_artifact_id": model.id,
-            "uri": model.uri,
-            "pushed": pushed,
-            "pushed_to": pushed_model.get_string_custom_property("pushed_destination") or None,
-            "version": pushed_model.get_string_custom_property("pushed_version") or None,
-        },
+        # Written before the push: a pushed copy's version is the name of its folder.
+        "model": {"mlmd_artifact_id": model.id, "uri": model.uri},
         "labels": read_label_names(saved_model_dir),
         "input_spec": {
             "signatures": signature_spec(saved_model_dir),
@@ -261,14 +254,13 @@ def card_markdown(card: dict) -> str:
     metrics, tfma_metrics = card["metrics"], card["metrics"]["tfma"]
     train_counts = card["training_data"]["train_examples_per_class"]
     lines = [
-        f"# Model card: version {card['model']['version'] or '(not pushed)'}, "
-        f"MLMD artifact {card['model']['mlmd_artifact_id']}",
+        f"# Model card: MLMD artifact {card['model']['mlmd_artifact_id']}",
         "",
         f"Created {card['created']}. Examples: MLMD artifact "
         f"{card['training_data']['examples_mlmd_artifact_id']}. "
         f"Blessed by the Evaluator: {_yes(card['blessings']['evaluator'])}; "
-        f"by the serving check: {_yes(card['blessings']['serving_check'])}; "
-        f"pushed: {card['model']['pushed_to'] or 'no'}.",
+        f"by the serving check: {_yes(card['blessings']['serving_check'])} "
+        "(pushed only with both).",
         "",
         "## Inputs",
         "",
@@ -431,19 +423,17 @@ def write_card(card: dict, directory: str) -> None:
         handle.write(card_markdown(card).encode())
 
 
-def place_beside_pushed_model(
-    card_dir: str, tflite_dir: str, tflite_files: list[str], report_dir: str, destination: str
+def copy_pushed_beside(
+    tflite_dir: str, tflite_files: list[str], report_dir: str, directory: str
 ) -> None:
-    """Copies the card, the TFLite models and the evaluation into the pushed version folder,
-    each local file through a temporary one renamed into place: a full disk or a kill leaves
-    no half file in a folder a model server reads."""
-    copies = [(card_dir, name, destination) for name in (CARD_JSON, CARD_MARKDOWN)]
-    copies += [
-        (tflite_dir, name, os.path.join(destination, TFLITE_DIR))
+    """Copies the TFLite models and the readable evaluation into directory (the card's own
+    folder), under the names they get beside a pushed SavedModel."""
+    copies = [
+        (tflite_dir, name, os.path.join(directory, TFLITE_DIR))
         for name in (*tflite_files, tflite_export.REPORT_FILE)
     ]
     copies += [
-        (report_dir, name, os.path.join(destination, EVALUATION_DIR))
+        (report_dir, name, os.path.join(directory, EVALUATION_DIR))
         for name in (
             evaluation_report.REPORT_FILE,
             evaluation_report.CONFUSION_PNG,
@@ -452,13 +442,7 @@ def place_beside_pushed_model(
     ]
     for source_dir, name, target_dir in copies:
         tf.io.gfile.makedirs(target_dir)
-        source, target = os.path.join(source_dir, name), os.path.join(target_dir, name)
-        if "://" in target:
-            tf.io.gfile.copy(source, target, overwrite=True)
-            continue
-        with tf.io.gfile.GFile(source, "rb") as reader, replace_atomically(target) as writer:
-            while block := reader.read(1 << 20):
-                writer.write(block)
+        tf.io.gfile.copy(os.path.join(source_dir, name), os.path.join(target_dir, name))
 
 
 @component
@@ -472,12 +456,11 @@ def ModelCardGen(  # noqa: N802  TFX component names are classes
     infra_blessing: InputArtifact[standard_artifacts.InfraBlessing],
     readable_evaluation: InputArtifact[EvaluationReport],
     tflite: InputArtifact[TFLiteModel],
-    pushed_model: InputArtifact[standard_artifacts.PushedModel],
     data_health: InputArtifact[DataHealth],
     model_card: OutputArtifact[ModelCard],
 ) -> None:
-    """Writes the model card; places it, the TFLite models and the evaluation beside the pushed
-    model when the Pusher pushed it."""
+    """Writes the model card, with the TFLite models and the evaluation beside it: the files
+    the Pusher puts beside the SavedModel in the version it pushes."""
     card = build_card(
         model,
         model_run,
@@ -488,19 +471,10 @@ def ModelCardGen(  # noqa: N802  TFX component names are classes
         infra_blessing,
         readable_evaluation,
         tflite,
-        pushed_model,
         data_health,
     )
     write_card(card, model_card.uri)
+    copy_pushed_beside(
+        tflite.uri, list(card["tflite"]["files"].values()), readable_evaluation.uri, model_card.uri
+    )
     model_card.set_int_custom_property(metadata_keys.MODEL_CARD_MODEL_ID_PROPERTY, model.id)
-    if card["model"]["pushed"]:
-        place_beside_pushed_model(
-            model_card.uri,
-            tflite.uri,
-            list(card["tflite"]["files"].values()),
-            readable_evaluation.uri,
-            card["model"]["pushed_to"],
-        )
-        model_card.set_string_custom_property(
-            metadata_keys.PLACED_AT_PROPERTY, card["model"]["pushed_to"]
-        )

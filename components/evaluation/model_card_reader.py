@@ -8,21 +8,19 @@ import posixpath
 
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-from components import metadata_keys
 from data_prep.reading import file_access
 
 CARD_JSON = "model_card.json"
 CARD_MARKDOWN = "model_card.md"
-# Beside a pushed model: the folders the TFLite models and the readable evaluation are copied to.
+# In the card's folder, and so beside a pushed model: the TFLite models and the readable evaluation.
 TFLITE_DIR = "tflite"
 EVALUATION_DIR = "evaluation"
 
 
-def card_folder(artifact: mlmd_pb2.Artifact) -> str:
-    """Where the card is: beside the pushed model when it was placed there, else the
-    artifact's own folder."""
-    placed = artifact.custom_properties.get(metadata_keys.PLACED_AT_PROPERTY)
-    return placed.string_value if placed and placed.string_value else artifact.uri
+def card_folder(artifact: mlmd_pb2.Artifact, pushed_to: str | None) -> str:
+    """Where the card is: in the version folder of the push that carried it (pushed_to), else
+    in the artifact's own folder."""
+    return pushed_to or artifact.uri
 
 
 def read_card_markdown(folder: str) -> str | None:

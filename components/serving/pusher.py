@@ -1,12 +1,16 @@
-"""Pushes a blessed model so that a served version folder is always whole and known to serve.
+"""Pushes a blessed model, with its model card, TFLite models and evaluation beside it, so that a
+served version folder is always whole and known to serve, and nothing writes into it once it
+is in place.
 
 TFX's Pusher copies straight into `<base>/<version>/` (a kill or a full disk leaves half a
 model there, which a model server may try to load), skips the copy when the folder exists yet
-records the push, and never looks at the folder again. Here the model is copied into a hidden
-staging folder inside the serving root, named after the pipeline run (staging_name), created
-exclusively and never through a link; its files are compared with the model's, it is loaded
-and answers its warmup requests in a fresh process, and only then is it renamed into place:
-one step, on the same filesystem, under the serving root's lock. A push that did not happen
+records the push, and never looks at the folder again. Here the model and the files that go
+beside it (the ModelCard artifact's folder: the card, the TFLite models, the evaluation) are
+copied into a hidden staging folder inside the serving root, named after the pipeline run
+(staging_name), created exclusively and never through a link; its files are compared with
+theirs, the model is loaded and answers its warmup requests in a fresh process, and only then
+is the folder renamed into place: one step, on the same filesystem, under the serving root's
+lock, after which nothing writes into it. A push that did not happen
 raises, so it is never recorded as pushed. The files pushed (sizes and SHA-256)
 are recorded on the PushedModel artifact, so a later run can tell that the folder still holds
 them (`version_problems`) and push again when it does not.
@@ -25,11 +29,19 @@ import time
 import uuid
 
 from tfx.components.pusher import executor as tfx_pusher
+from tfx.dsl.components.base import base_component, executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import pusher_pb2
-from tfx.types import artifact_utils, standard_component_specs
-from tfx.utils import io_utils, proto_utils
+from tfx.types import (
+    artifact_utils,
+    channel,
+    component_spec,
+    standard_artifacts,
+    standard_component_specs,
+)
+from tfx.utils import io_utils, json_utils, proto_utils
 
+from components.artifacts import ModelCard
 from components.serving import serving_root
 from components.serving.versions import SAVED_MODEL_FILE, VARIABLES_INDEX
 
@@ -38,6 +50,7 @@ TEMPORARY_PREFIX = ".pushing-"
 # PushedModel custom properties: TFX's three, and the files a push wrote.
 PUSHED, DESTINATION, VERSION = "pushed", "pushed_destination", "pushed_version"
 PUSHED_FILES = "pushed_files"
+BESIDE_KEY = "model_card"  # the input whose folder holds the files pushed beside the model
 PROBE_TIMEOUT_SECONDS = 900
 
 
@@ -88,8 +101,8 @@ def staging_name(run_id: str | None) -> str:
 
 def version_problems(version_dir: str, recorded_files: str | None) -> list[str]:
     """Why a pushed version folder no longer holds what was pushed (a file gone, changed by a
-    single bit, or reached through a link); empty when it does. Files added since (the model
-    card, placed beside the model) are no problem. Every file is read and compared with the
+    single bit, or reached through a link); empty when it does. Files added since are not
+    imgpipe's and no problem. Every file is read and compared with the
     SHA-256 recorded at the push. recorded_files: the PUSHED_FILES property (JSON); None for a
     push recorded without it (then the folder must hold a SavedModel with its variables)."""
     if serving_root.is_local(version_dir) and os.path.islink(version_dir):
@@ -139,11 +152,19 @@ def next_version(base_directory: str) -> str:
     return str(max([int(time.time()), *(number + 1 for number in existing)]))
 
 
-def push(model_dir: str, base_directory: str, staging: str) -> tuple[str, str, dict[str, list]]:
-    """Copies, verifies and renames model_dir into a new version under base_directory:
-    (version, its folder, its files). staging: the folder's name while it is copied and checked
-    (staging_name), created here, never taken over. Raises PushError, leaving no folder behind,
-    when the copy is incomplete, does not serve, or the version folder appeared meanwhile."""
+def push(
+    model_dir: str, beside_dir: str, base_directory: str, staging: str
+) -> tuple[str, str, dict[str, list]]:
+    """Copies model_dir and, beside it, the files under beside_dir into a new version under
+    base_directory, verifies and renames it into place: (version, its folder, its files).
+    staging: the folder's name while it is copied and checked (staging_name), created here,
+    never taken over. Raises PushError, leaving no folder behind, when the copy is incomplete
+    (a full disk), does not serve, or the version folder appeared meanwhile."""
+    expected = file_manifest(model_dir)
+    beside = file_manifest(beside_dir)
+    if clash := sorted(set(expected) & set(beside)):
+        raise PushError(f"{beside_dir} holds {clash[0]}, a file of the model; nothing was pushed")
+    expected.update(beside)
     temporary = os.path.join(base_directory, staging)
     with serving_root.locked(base_directory):
         fileio.makedirs(base_directory)
@@ -152,8 +173,9 @@ def push(model_dir: str, base_directory: str, staging: str) -> tuple[str, str, d
         fileio.mkdir(temporary)
     try:
         _copy_into(model_dir, temporary)
+        _copy_into(beside_dir, temporary)
         files = file_manifest(temporary)
-        problems = manifest_problems(file_manifest(model_dir), files)
+        problems = manifest_problems(expected, files)
         if problems:
             raise PushError(f"the copy in {temporary} is incomplete: {'; '.join(problems)}")
         problems = serve_problems_in_fresh_process(temporary)
@@ -171,7 +193,7 @@ def push(model_dir: str, base_directory: str, staging: str) -> tuple[str, str, d
 
 
 def _copy_into(source: str, target: str) -> None:
-    """Copies the files under source into the empty folder target, overwriting nothing (TFX's
+    """Copies the files under source into the folder target, overwriting nothing (TFX's
     copy_dir first deletes the target recursively, following links)."""
     for directory, _, names in fileio.walk(source):
         into = os.path.join(target, os.path.relpath(directory, source))
@@ -215,12 +237,54 @@ class Executor(tfx_pusher.Executor):
         # before TFX records the push: a kill leaves an unrecorded version only in between.
         io_utils.copy_dir(model_dir, pushed_model.uri)
         run_id = self._context.pipeline_run_id if self._context else None
-        version, version_dir, files = push(model_dir, base_directory, staging_name(run_id))
+        beside_dir = artifact_utils.get_single_uri(input_dict[BESIDE_KEY])
+        version, version_dir, files = push(
+            model_dir, beside_dir, base_directory, staging_name(run_id)
+        )
         LOGGER.info("model %s pushed to %s", model_dir, version_dir)
         pushed_model.set_int_custom_property(PUSHED, 1)
         pushed_model.set_string_custom_property(DESTINATION, version_dir)
         pushed_model.set_string_custom_property(VERSION, version)
         pushed_model.set_string_custom_property(PUSHED_FILES, json.dumps(files, sort_keys=True))
+
+
+class PusherSpec(standard_component_specs.PusherSpec):
+    INPUTS = {
+        **standard_component_specs.PusherSpec.INPUTS,
+        BESIDE_KEY: component_spec.ChannelParameter(type=ModelCard),
+    }
+
+
+class Pusher(base_component.BaseComponent):
+    """TFX's Pusher, with the ModelCard folder (what goes beside the model) as an input and the
+    executor above: the card runs before the push, so the version is whole when it appears."""
+
+    SPEC_CLASS = PusherSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(
+        self,
+        model: channel.BaseChannel,
+        model_blessing: channel.BaseChannel,
+        infra_blessing: channel.BaseChannel,
+        model_card: channel.BaseChannel,
+        base_directory: str,
+        custom_config: dict,
+    ):
+        destination = pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base_directory)
+        )
+        super().__init__(
+            spec=PusherSpec(
+                model=model,
+                model_blessing=model_blessing,
+                infra_blessing=infra_blessing,
+                model_card=model_card,
+                push_destination=destination,
+                custom_config=json_utils.dumps(custom_config),
+                pushed_model=channel.Channel(type=standard_artifacts.PushedModel),
+            )
+        )
 
 
 def _names(folder: str) -> list[str]:

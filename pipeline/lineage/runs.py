@@ -225,7 +225,6 @@ def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> Pipe
         outcome["eval_accuracy"] = eval_accuracy(evaluation_uri)
         outcome["eval_overlap"] = _eval_overlap(graph, first["evaluation"])
     outcome.update(_data(graph, first, components, outputs))
-    outcome.update(_model_reports(graph, first))
     if "pushed_model" in first:
         pushed = graph.artifact(first["pushed_model"])
         if pushed.custom_properties[metadata_keys.PUSHED_PROPERTY].int_value:
@@ -233,6 +232,7 @@ def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> Pipe
                 metadata_keys.PUSHED_DESTINATION_PROPERTY
             ].string_value
             outcome["pushed_model_id"] = pushed.id
+    outcome.update(_model_reports(graph, first, outcome.get("pushed_to")))
     outcome.update(
         _why_not_pushed(graph, executions, components, first, outcome, metrics, members.ended_by)
     )
@@ -395,9 +395,9 @@ def _eval_overlap(graph: MetadataGraph, evaluation_id: int) -> dict | None:
     return dataclasses.asdict(eval_overlap(*(read_source_index(path) for path in paths)))
 
 
-def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
+def _model_reports(graph: MetadataGraph, first: dict[str, int], pushed_to: str | None) -> dict:
     """The training performance report, serving check, TFLite comparison, readable evaluation,
-    model card and data health of a run."""
+    model card (beside the model when the run pushed it) and data health of a run."""
     reports = {}
     if "model" in first:
         model = graph.artifact(first["model"])
@@ -422,7 +422,7 @@ def _model_reports(graph: MetadataGraph, first: dict[str, int]) -> dict:
             reports["eval_warning"] = small_eval_warning(report)
             reports["test_accuracy"] = accuracy_on_test_split(report)
     if "model_card" in first:
-        reports["model_card"] = card_folder(graph.artifact(first["model_card"]))
+        reports["model_card"] = card_folder(graph.artifact(first["model_card"]), pushed_to)
     if "data_health" in first:
         health = graph.artifact(first["data_health"])
         reports["data_health"] = {**plain_properties(health), "uri": health.uri}

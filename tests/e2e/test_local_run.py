@@ -154,7 +154,7 @@ def test_pushed_model_carries_both_blessings_its_card_tflite_and_evaluation(firs
         card = json.load(handle)
     assert card["blessings"] == {"evaluator": True, "serving_check": True}
     assert card["labels"] == list(LABELS)
-    assert card["model"]["pushed_to"] == pushed
+    assert card["model"]["mlmd_artifact_id"] == summary.model_id  # the version is its folder
     # The MLMD ids lead back to this model and the Examples it was trained on.
     store = open_store(config.metadata_path)
     [model] = store.get_artifacts_by_id([card["model"]["mlmd_artifact_id"]])
@@ -229,7 +229,8 @@ def test_reruns_use_the_cache_and_changes_invalidate_exactly_what_they_should(
     assert again.blessed is True and again.pushed_to == first.pushed_to
 
     # An edit to the model card's code (its module's fingerprint changes; test_code_fingerprint
-    # shows an edit of model_card.py changes that one) re-writes the card and nothing else.
+    # shows an edit of model_card.py changes that one) re-writes the card, and the Pusher pushes
+    # the model with its new card as a new version: nothing writes into the version served.
     real = local_runner.code_fingerprint
     monkeypatch.setattr(
         local_runner,
@@ -239,6 +240,7 @@ def test_reruns_use_the_cache_and_changes_invalidate_exactly_what_they_should(
     edited = _states(run_local(config))
     assert {name for name, state in edited.items() if state != "cached"} == {
         "ModelCardGen",
+        "Pusher",
         *RESOLVERS,
     }
 
@@ -274,7 +276,7 @@ def test_a_model_below_the_threshold_is_not_pushed(first_run):
     assert not strict.model_card.startswith(config.serving_dir)
     with open(os.path.join(strict.model_card, "model_card.json")) as handle:
         card = json.load(handle)
-    assert card["blessings"]["evaluator"] is False and card["model"]["pushed"] is False
+    assert card["blessings"]["evaluator"] is False
 
 
 def test_summary_of_an_unknown_run_is_a_clear_error(tmp_path):

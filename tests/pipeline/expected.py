@@ -17,8 +17,8 @@ COMPONENTS = (
     "TFLiteExport",
     "EvaluationReportGen",
     "DataHealthGen",
-    "Pusher",
     "ModelCardGen",
+    "Pusher",
 )
 SCHEMA_IMPORTER = "schema_importer"
 DRIFT_NODES = ("drift_baseline_resolver", "DistributionValidator")  # on every orchestrator

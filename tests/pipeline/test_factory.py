@@ -141,3 +141,20 @@ def test_the_pusher_runs_the_verified_push_and_carries_its_codes_fingerprint(tmp
     assert node.executor_spec.executor_class is pusher.Executor
     custom_config = json.loads(node.exec_properties["custom_config"])
     assert custom_config["code_fingerprint"] == code_of(pusher.__name__)
+
+
+def test_the_push_is_the_last_write_and_carries_the_card_tflite_and_evaluation(tmp_path):
+    """Nothing writes into a pushed version after its rename: the Pusher takes the model card's
+    folder (card, TFLite models, evaluation) as an input, and no node takes the Pusher's
+    output, so no later step can write beside the model it pushed."""
+    from components.metadata_keys import MODEL_CARD_OUTPUT_KEY
+
+    _, pipeline = _create(tmp_path)
+    nodes = {c.id: c for c in pipeline.components}
+    card = nodes["ModelCardGen"].outputs[MODEL_CARD_OUTPUT_KEY]
+    assert nodes["Pusher"].inputs[MODEL_CARD_OUTPUT_KEY] is card
+    tflite = nodes["TFLiteExport"].outputs["tflite"]
+    assert nodes["ModelCardGen"].inputs["tflite"] is tflite
+    pushed = nodes["Pusher"].outputs["pushed_model"]
+    assert [c.id for c in pipeline.components if pushed in c.inputs.values()] == []
+    assert pipeline.components[-1].id == "Pusher"

@@ -1,5 +1,6 @@
 """Model card pieces that do not need a pipeline run: the input spec read from saved_model.pb,
-the trainer's reports read whatever they hold, package versions. The whole card is checked on a
+the trainer's reports read whatever they hold, package versions, the files placed beside the
+card for the push. The whole card is checked on a
 pipeline run in tests/e2e/test_local_run.py."""
 
 import os
@@ -7,6 +8,8 @@ import os
 import pytest
 
 from components.evaluation import model_card
+from components.evaluation.evaluation_report import CONFUSION_PNG, MISCLASSIFIED_CSV, REPORT_FILE
+from components.serving import tflite_export
 
 
 def test_trainer_reports_reads_every_json_file_and_tolerates_a_broken_one(tmp_path):
@@ -80,7 +83,7 @@ def test_the_card_shows_a_held_out_test_split_and_says_no_decision_uses_it():
 def test_every_line_of_the_markdown_card_shows_html_and_control_characters_as_text():
     hostile = "<script>alert(1)</script>\x1b[31m"
     card = {
-        "model": {"version": "7", "mlmd_artifact_id": 3, "pushed_to": f"/srv/{hostile}"},
+        "model": {"mlmd_artifact_id": 3, "uri": f"/srv/{hostile}"},
         "created": "2026-01-01",
         "training_data": {"examples_mlmd_artifact_id": 2, "train_examples_per_class": {}},
         "blessings": {"evaluator": True, "serving_check": True},
@@ -124,4 +127,31 @@ def test_every_line_of_the_markdown_card_shows_html_and_control_characters_as_te
 
     assert "<" not in text and ">" not in text.replace("&gt;", "")
     assert "\x1b" not in text and "\\x1b[31m" in text
-    assert text.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 9
+    assert text.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 8
+
+
+def test_the_card_folder_holds_what_goes_beside_a_pushed_model(tmp_path):
+    """The Pusher pushes the card's folder beside the model: the TFLite models kept, their
+    report and the readable evaluation, under the names a version folder gives them."""
+    tflite_dir, report_dir, card_dir = tmp_path / "tflite", tmp_path / "report", tmp_path / "card"
+    tflite_dir.mkdir()
+    report_dir.mkdir()
+    card_dir.mkdir()
+    for name in ("model_float32.tflite", "model_int8.tflite", tflite_export.REPORT_FILE):
+        (tflite_dir / name).write_bytes(name.encode())
+    for name in (REPORT_FILE, CONFUSION_PNG, MISCLASSIFIED_CSV):
+        (report_dir / name).write_bytes(name.encode())
+
+    model_card.copy_pushed_beside(
+        str(tflite_dir), ["model_float32.tflite"], str(report_dir), str(card_dir)
+    )
+
+    found = sorted(str(p.relative_to(card_dir)) for p in card_dir.rglob("*") if p.is_file())
+    assert found == [
+        f"evaluation/{CONFUSION_PNG}",
+        f"evaluation/{REPORT_FILE}",
+        f"evaluation/{MISCLASSIFIED_CSV}",
+        "tflite/model_float32.tflite",  # the refused int8 model is not pushed
+        f"tflite/{tflite_export.REPORT_FILE}",
+    ]
+    assert (card_dir / "tflite" / "model_float32.tflite").read_bytes() == b"model_float32.tflite"

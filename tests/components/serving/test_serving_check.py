@@ -18,6 +18,8 @@ from tensorflow.python.saved_model import registration
 from tfx import v1 as tfx
 from tfx.types import standard_artifacts
 
+from components.artifacts import ModelCard
+from components.serving.pusher import BESIDE_KEY
 from components.serving.pusher import Executor as PusherExecutor
 from components.serving.serving_check import (
     BLESSED_FILE,
@@ -84,8 +86,16 @@ def _push(model, infra_blessing, destination, root) -> standard_artifacts.Pushed
     target = tfx.proto.PushDestination(
         filesystem=tfx.proto.PushDestination.Filesystem(base_directory=str(destination))
     )
+    card = ModelCard()
+    card.uri = str(root / "model_card")
+    os.makedirs(card.uri)
     PusherExecutor().Do(
-        {"model": [model], "model_blessing": [model_blessing], "infra_blessing": [infra_blessing]},
+        {
+            "model": [model],
+            "model_blessing": [model_blessing],
+            "infra_blessing": [infra_blessing],
+            BESIDE_KEY: [card],
+        },
         {"pushed_model": [pushed]},
         {"push_destination": json_format.MessageToJson(target)},
     )
