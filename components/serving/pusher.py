@@ -7,10 +7,11 @@ model there, which a model server may try to load), skips the copy when the fold
 records the push, and never looks at the folder again. Here the model and the files that go
 beside it (the ModelCard artifact's folder: the card, the TFLite models, the evaluation) are
 copied into a hidden staging folder inside the serving root, named after the pipeline run
-(staging_name), created exclusively and never through a link; its files are compared with
-theirs, the model is loaded and answers its warmup requests in a fresh process, and only then
-is the folder renamed into place: one step, on the same filesystem, under the serving root's
-lock, after which nothing writes into it. A push that did not happen
+(staging_name) or, where the orchestrator names none, after the push's output folder
+(output_staging_name), created exclusively and never through a link; its files are compared
+with theirs, the model is loaded and answers its warmup requests in a fresh process, and only
+then is the folder renamed into place: one step, on the same filesystem, under the serving
+root's lock, after which nothing writes into it. A push that did not happen
 raises, so it is never recorded as pushed. The files pushed (sizes and SHA-256)
 are recorded on the PushedModel artifact, so a later run can tell that the folder still holds
 them (`version_problems`) and push again when it does not.
@@ -26,7 +27,6 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 
 from tfx.components.pusher import executor as tfx_pusher
 from tfx.dsl.components.base import base_component, executor_spec
@@ -91,12 +91,19 @@ def manifest_problems(expected: dict[str, list], found: dict[str, list]) -> list
     return problems[:5]
 
 
-def staging_name(run_id: str | None) -> str:
+def staging_name(run_id: str) -> str:
     """The hidden folder a run stages its push in (model servers load numbered folders only).
     It carries the pipeline run's id, which the run recorded in ML Metadata before it started,
     so a later run of the same store can prove the folder is its own (serving_folder.py)."""
-    token = re.sub(r"[^A-Za-z0-9._-]", "_", run_id) if run_id else uuid.uuid4().hex
-    return f"{TEMPORARY_PREFIX}{token}"
+    return f"{TEMPORARY_PREFIX}{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}"
+
+
+def output_staging_name(output_uri: str) -> str:
+    """The staging folder of a push whose orchestrator gives its executor no run id (TFX's
+    legacy launcher under Airflow, Vertex): named after the push's output folder, whose place
+    (pipeline root, node, execution id) ML Metadata records before the executor starts. A hash
+    keeps the name short and apart from another store's pushes into the same root."""
+    return f"{TEMPORARY_PREFIX}{hashlib.sha256(output_uri.encode()).hexdigest()[:20]}"
 
 
 def version_problems(version_dir: str, recorded_files: str | None) -> list[str]:
@@ -237,10 +244,9 @@ class Executor(tfx_pusher.Executor):
         # before TFX records the push: a kill leaves an unrecorded version only in between.
         io_utils.copy_dir(model_dir, pushed_model.uri)
         run_id = self._context.pipeline_run_id if self._context else None
+        staging = staging_name(run_id) if run_id else output_staging_name(pushed_model.uri)
         beside_dir = artifact_utils.get_single_uri(input_dict[BESIDE_KEY])
-        version, version_dir, files = push(
-            model_dir, beside_dir, base_directory, staging_name(run_id)
-        )
+        version, version_dir, files = push(model_dir, beside_dir, base_directory, staging)
         LOGGER.info("model %s pushed to %s", model_dir, version_dir)
         pushed_model.set_int_custom_property(PUSHED, 1)
         pushed_model.set_string_custom_property(DESTINATION, version_dir)

@@ -31,6 +31,7 @@ LEGACY_RUN_CONTEXT = "run"  # tfx.orchestration.metadata._CONTEXT_TYPE_PIPELINE_
 LEGACY_PIPELINE_PROPERTY = "pipeline_name"  # ..._CONTEXT_TYPE_KEY_PIPELINE_NAME
 LEGACY_RUN_ID_PROPERTY = "run_id"  # ..._CONTEXT_TYPE_KEY_RUN_ID
 LEGACY_COMPONENT_PROPERTY = "component_id"  # ..._CONTEXT_TYPE_KEY_COMPONENT_ID
+LEGACY_PIPELINE_ROOT_PROPERTY = "pipeline_root"  # ..._EXECUTION_TYPE_KEY_PIPELINE_ROOT
 # The legacy runner records its resolvers as executions of this type, their resolved artifacts
 # as OUTPUT events (a baseline model under the key 'model'): they made nothing.
 RESOLVER_EXECUTION_TYPE = "tfx.dsl.components.common.resolver.Resolver"

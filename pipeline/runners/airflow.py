@@ -114,6 +114,7 @@ def airflow_dag(config: PipelineConfig):
             "metadata_path": config.metadata_path,
             "pipeline_name": config.name,
             "summaries_dir": os.path.join(config.pipeline_root, SUMMARIES_DIR),
+            "serving_folder": os.path.join(config.serving_dir, config.name),
         },
         trigger_rule="all_done",  # a failed run is summarized too: which component failed
         dag=dag,
@@ -136,6 +137,7 @@ def log_run_summary(
     metadata_path: str,
     pipeline_name: str,
     summaries_dir: str,
+    serving_folder: str,
     ti,
     dag_run,
     show: Callable[[object, str], None] = note_on_dag_run,
@@ -143,9 +145,13 @@ def log_run_summary(
     """The Airflow run's summary from ML Metadata: logged, shown (as the DAG run's note in the UI),
     written to <summaries_dir>/<run_id>.json and returned (Airflow keeps it as the task's XCom).
     Fails when a component task did not succeed: this task runs whatever happened upstream, and
-    as the DAG's last task it decides the run's state."""
+    as the DAG's last task it decides the run's state. Before that, the serving folder gets the
+    repair the local runner gives it before a run (pipeline/serving/serving_folder.py): every
+    run of the DAG is over then (max_active_runs=1), so the staging folders of pushes that did
+    not finish are removed, and a push whose folder changed is pushed again by the next run."""
     from pipeline.lineage import run_record
     from pipeline.lineage.formatting import format_run_summary
+    from pipeline.serving.serving_folder import repair_serving_folder
     from pipeline.ui.report import summary_file_name
 
     task_states = {task.task_id: task.state for task in dag_run.get_task_instances()}
@@ -154,6 +160,8 @@ def log_run_summary(
         if state == "failed":
             mark_failed(store, pipeline_name, ti.run_id, task, f"{task} failed; {TASK_LOG}")
     close_dead_runs(store, pipeline_name, ti.run_id)
+    for line in repair_serving_folder(store, serving_folder, pipeline_name):
+        LOGGER.info("%s", line)
     recorded = run_record(store, pipeline_name, ti.run_id)
     for component in recorded.components:  # Airflow's own log shows no line per component
         LOGGER.info("  %-24s %-7s %7.1f s", component.node, component.state, component.seconds)

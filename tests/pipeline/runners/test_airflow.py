@@ -28,6 +28,7 @@ from pipeline.ui.report import SUMMARIES_DIR
 from tests.data_prep import image_files
 from tests.pipeline.expected import COMPONENTS
 from tests.pipeline.lineage.test_runs import add_legacy_types, legacy_run
+from tests.pipeline.serving.test_serving_folder import legacy_push
 
 SHIPPED_DAGS = pathlib.Path(__file__).parents[3] / "pipeline" / "runners" / "airflow_dags"
 
@@ -139,6 +140,12 @@ def test_the_summary_task_logs_shows_and_writes_the_run_record_and_fails_with_a_
     ]
     trainer.last_known_state = mlmd_pb2.Execution.RUNNING
     store.put_executions([trainer])
+    # The killed run's push, staged under its output folder's name: removed now it is over.
+    serving = tmp_path / "serving" / "imgpipe"
+    pipeline_root = str(tmp_path / "tfx")
+    staged = legacy_push(store, "imgpipe", killed_id, pipeline_root, mlmd_pb2.Execution.RUNNING)
+    (serving / staged / "variables").mkdir(parents=True)
+    (serving / ".pushing-not-ours").mkdir()
     states = {"baseline_model_resolver": "success", "Trainer": "failed", SUMMARY_TASK: "running"}
     dag_run = types.SimpleNamespace(
         get_task_instances=lambda: [
@@ -152,6 +159,7 @@ def test_the_summary_task_logs_shows_and_writes_the_run_record_and_fails_with_a_
             metadata_path,
             "imgpipe",
             str(summaries),
+            str(serving),
             ti=ti,
             dag_run=dag_run,
             show=lambda run, text: shown.append((run, text)),
@@ -174,6 +182,9 @@ def test_the_summary_task_logs_shows_and_writes_the_run_record_and_fails_with_a_
 
     killed = run_record(open_store(metadata_path), "imgpipe", killed_id)
     assert killed.status == "failed" and killed.not_pushed_reason.startswith("killed")
+    assert sorted(os.listdir(serving)) == [".imgpipe-serving.lock", ".pushing-not-ours"]
+    removed = f"removed {serving / staged}: the staging folder of a push that did not finish"
+    assert removed in logged
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,45 @@ def _record_run(store, run_id: str, state: str, pipeline: str = PIPELINE) -> Non
         run_guard.end_run(store, run_id, state)
 
 
+def legacy_push(store, pipeline: str, run_id: str, pipeline_root: str, state) -> str:
+    """A Pusher execution as TFX's legacy launcher (Airflow) records it, in a run context of
+    pipeline; returns the name its push staged under (its executor got no run id)."""
+    from pipeline.lineage import store as names
+
+    run_type = store.put_context_type(
+        mlmd_pb2.ContextType(
+            name=names.LEGACY_RUN_CONTEXT,
+            properties={
+                names.LEGACY_PIPELINE_PROPERTY: mlmd_pb2.STRING,
+                names.LEGACY_RUN_ID_PROPERTY: mlmd_pb2.STRING,
+            },
+        ),
+        can_add_fields=True,
+    )
+    execution_type = store.put_execution_type(
+        mlmd_pb2.ExecutionType(
+            name="components.serving.pusher.Pusher",
+            properties={
+                names.LEGACY_COMPONENT_PROPERTY: mlmd_pb2.STRING,
+                names.LEGACY_PIPELINE_ROOT_PROPERTY: mlmd_pb2.STRING,
+            },
+        ),
+        can_add_fields=True,
+    )
+    run = store.get_context_by_type_and_name(names.LEGACY_RUN_CONTEXT, f"{pipeline}.{run_id}")
+    if run is None:
+        run = mlmd_pb2.Context(type_id=run_type, name=f"{pipeline}.{run_id}")
+        run.properties[names.LEGACY_PIPELINE_PROPERTY].string_value = pipeline
+        run.properties[names.LEGACY_RUN_ID_PROPERTY].string_value = run_id
+        [run.id] = store.put_contexts([run])
+    execution = mlmd_pb2.Execution(type_id=execution_type, last_known_state=state)
+    execution.properties[names.LEGACY_COMPONENT_PROPERTY].string_value = "Pusher"
+    execution.properties[names.LEGACY_PIPELINE_ROOT_PROPERTY].string_value = pipeline_root
+    execution_id, _, _ = store.put_execution(execution, [], [run])
+    output = os.path.join(pipeline_root, "Pusher", "pushed_model", str(execution_id))
+    return pusher.output_staging_name(output)
+
+
 def _version(folder) -> dict:
     os.makedirs(folder / "variables")
     (folder / pusher.SAVED_MODEL_FILE).write_bytes(b"graph")
@@ -124,6 +163,35 @@ def test_only_the_staging_folders_of_finished_runs_of_this_store_are_removed(tmp
     assert {p: v for p, v in before.items() if p not in removed} == {
         p: v for p, v in after.items() if not p.endswith(".imgpipe-serving.lock")
     }
+
+
+def test_airflow_pushes_that_are_over_have_their_staging_folders_removed_and_no_other(tmp_path):
+    """Under Airflow a push stages under the name of its output folder; only those of this
+    pipeline's executions that are over, in this store (its pipeline root), are removed."""
+    store = _store()
+    base = tmp_path / "serving" / PIPELINE
+    root = str(tmp_path / "build" / "tfx")
+    done = legacy_push(store, PIPELINE, "scheduled__1", root, mlmd_pb2.Execution.COMPLETE)
+    failed = legacy_push(store, PIPELINE, "scheduled__2", root, mlmd_pb2.Execution.FAILED)
+    running = legacy_push(store, PIPELINE, "scheduled__3", root, mlmd_pb2.Execution.RUNNING)
+    other = legacy_push(store, "other", "scheduled__1", root, mlmd_pb2.Execution.COMPLETE)
+    # Another store's push into the same root: same execution id, another pipeline root.
+    elsewhere = pusher.output_staging_name(
+        os.path.join(str(tmp_path / "other-build"), "Pusher", "pushed_model", "1")
+    )
+    for name in (done, failed, running, other, elsewhere):
+        (base / name / "variables").mkdir(parents=True)
+    before = _snapshot(tmp_path)
+
+    lines = repair_serving_folder(store, str(base), PIPELINE)
+
+    removed = [base / done, base / failed]
+    assert sorted(lines) == sorted(
+        f"removed {path}: the staging folder of a push that did not finish" for path in removed
+    )
+    assert sorted(os.listdir(base)) == sorted([".imgpipe-serving.lock", running, other, elsewhere])
+    kept = {p: v for p, v in before.items() if not p.startswith((str(removed[0]), str(removed[1])))}
+    assert kept == {p: v for p, v in _snapshot(tmp_path).items() if not p.endswith(".lock")}
 
 
 def test_a_push_whose_folder_became_a_link_is_marked_and_the_link_left_alone(tmp_path):
