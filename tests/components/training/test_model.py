@@ -7,7 +7,13 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from components.training.model import BackboneInput, backbone_of, build_model, float32_twin
+from components.training.model import (
+    BATCH_NORM_MOMENTUM,
+    BackboneInput,
+    backbone_of,
+    build_model,
+    float32_twin,
+)
 from components.training.preprocessing import Normalization, normalize
 from components.training.trainer_config import (
     APPLICATIONS,
@@ -65,7 +71,7 @@ def test_head_stays_float32_under_mixed_precision():
 )
 def test_application_backbones_build_from_random_weights(name):
     config = dataclasses.replace(runlocal(), model=name)
-    model = build_model(config, CLASSES)
+    model = build_model(config, CLASSES, NORMALIZATION)  # EfficientNetB0 takes pixels
 
     assert model.output_shape == (None, CLASSES)
     assert model(_images(config), training=False).dtype == tf.float32
@@ -165,6 +171,46 @@ def test_small_cnn_weights_expect_pixels_scaled_to_plus_minus_one():
 def test_from_scratch_models_take_the_dataset_normalization_directly():
     model = build_model(runlocal(), CLASSES)
     assert not any(isinstance(layer, BackboneInput) for layer in model.layers)
+
+
+def test_efficientnet_lite0_from_scratch_gets_the_pixels_its_builder_rescales():
+    """The EfficientNet builder divides its input by 255 inside the network: fed the normalized
+    image, its stem's outputs would be smaller than batch normalization's epsilon."""
+    config = dataclasses.replace(runlocal(), model="efficientnet_lite0")
+    model = build_model(config, CLASSES, NORMALIZATION)
+    pixels = _pixels(config)
+    np.testing.assert_allclose(
+        _features(model)(normalize(pixels, NORMALIZATION)).numpy(),
+        backbone_of(model)(pixels).numpy(),
+        rtol=1e-4,
+        atol=1e-4,
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "efficientnet_lite0",
+        # Keras' own momentum: 0.99, and 0.999 for MobileNetV3.
+        pytest.param("mobilenet_v3_small", marks=pytest.mark.slow),
+    ],
+)
+def test_from_scratch_batch_norm_statistics_follow_training_within_a_run(name):
+    """A few dozen training steps bring the stem's moving statistics to its batch statistics,
+    as inference (evaluation, serving) needs them."""
+    config = dataclasses.replace(runlocal(), model=name)
+    backbone = backbone_of(build_model(config, CLASSES, NORMALIZATION))
+    stem = next(
+        layer for layer in backbone.layers if isinstance(layer, tf_keras.layers.BatchNormalization)
+    )
+    pixels = _pixels(config, count=8)
+    steps = round(np.log(1e-3) / np.log(BATCH_NORM_MOMENTUM))  # 0.1% of the start left
+    for _ in range(steps):
+        backbone(pixels, training=True)
+    stem_input = tf_keras.Model(backbone.input, stem.input)(pixels).numpy()
+    batch_variance = stem_input.reshape(-1, stem_input.shape[-1]).var(axis=0, ddof=1)
+    # What is left of the start (variance 1) is 1e-3; Keras' 0.99 would leave 0.5.
+    np.testing.assert_allclose(stem.moving_variance.numpy(), batch_variance, rtol=0.05, atol=2e-3)
 
 
 def test_fine_tuned_backbone_runs_batch_norm_in_inference_mode(tmp_path):

@@ -107,6 +107,14 @@ def test_bad_fine_tuning_schedules_name_the_field(tmp_path, changes, field):
         config.validate()
 
 
+def test_efficientnets_take_pixels_whether_pretrained_or_not():
+    """Their builder rescales 0..255 pixels inside the network."""
+    for name in ("efficientnet_lite0", "efficientnet_b0"):
+        assert TrainerConfig(model=name).uses_backbone_preprocessing
+        with pytest.raises(ConfigError, match="^backbone_preprocessing: false does not suit"):
+            TrainerConfig(model=name, backbone_preprocessing=False).validate()
+
+
 def test_backbone_preprocessing_follows_the_weights_unless_set(tmp_path):
     weights = tmp_path / "backbone.h5"
     weights.write_bytes(b"")
