@@ -15,6 +15,12 @@ to move the weights (the head of a 15-step frozen phase stays near chance); an e
 trainer.epochs turns the stretching off (config.stretch_epochs). A warm start is exactly
 warm_start_epochs: its model is trained already, and few steps are its point.
 Changing which variables train makes the engine trace its step once more (once per phase).
+
+Adam's bias correction counts the optimizer's steps since the run began, but a backbone unfrozen
+after the frozen phase starts with zero moments: its updates would be those of Adam's step
+thousands, not its first steps, up to several times the learning rate asked for (more, the
+longer the frozen phase). The fine-tuning phase's learning rate carries the ratio of the two
+corrections, so the backbone moves exactly as under an Adam started with the phase.
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ import tf_keras as keras
 
 from components.training.model import backbone_of
 from components.training.trainer_config import TrainerConfig
+
+# The run's Adam (train.py builds it with these): the schedule corrects for its bias correction.
+ADAM_BETA_1 = 0.9
+ADAM_BETA_2 = 0.999
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +115,8 @@ def apply_phase(model: keras.Model, phase: Phase) -> None:
 @keras.saving.register_keras_serializable(package="imgpipe")
 class PhasedSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """Each phase's learning rate: linear warmup from zero to its peak, then cosine decay to
-    zero at the phase's end (as keras' CosineDecay with warmup)."""
+    zero at the phase's end (as keras' CosineDecay with warmup); in a phase that unfreezes the
+    backbone, times the ratio that rebases Adam's bias correction to the phase's first step."""
 
     def __init__(self, phases: list[dict]):
         self.phases = [dict(phase) for phase in phases]
@@ -117,6 +128,7 @@ class PhasedSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def __call__(self, step):
         step = tf.cast(step, tf.float32)
         rate = tf.constant(0.0)
+        previous = None
         for phase in self.phases:  # in order: the last phase that has started wins
             local = step - phase["first_step"]
             warmup = float(phase["warmup_steps"])
@@ -126,8 +138,20 @@ class PhasedSchedule(keras.optimizers.schedules.LearningRateSchedule):
             progress = tf.clip_by_value((local - warmup) / decay, 0.0, 1.0)
             decaying = 0.5 * peak * (1.0 + tf.cos(math.pi * progress))
             value = tf.where(local < warmup, warming, decaying)
+            if previous and phase["backbone_trainable"] and not previous["backbone_trainable"]:
+                # The backbone's moments start at zero here. Adam counts its steps from 1, the
+                # schedule sees the step before.
+                first = tf.maximum(local, 0.0) + 1.0
+                value *= _adam_step_size(first) / _adam_step_size(step + 1.0)
             rate = tf.where(local >= 0, value, rate)
+            previous = phase
         return rate
 
     def get_config(self) -> dict:
         return {"phases": self.phases}
+
+
+def _adam_step_size(step):
+    """Adam's step size per unit of learning rate at its (1-based) step `step`: its bias
+    corrections, sqrt(1 - beta_2^step) / (1 - beta_1^step)."""
+    return tf.sqrt(1.0 - ADAM_BETA_2**step) / (1.0 - ADAM_BETA_1**step)

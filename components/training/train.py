@@ -26,7 +26,13 @@ from components.training.loop import RunPlan, TrainingLoop
 from components.training.model import build_model
 from components.training.preprocessing import Normalization
 from components.training.report import PerformanceReport, write_report
-from components.training.schedule import Phase, PhasedSchedule, plan_phases
+from components.training.schedule import (
+    ADAM_BETA_1,
+    ADAM_BETA_2,
+    Phase,
+    PhasedSchedule,
+    plan_phases,
+)
 from components.training.trainer_config import TrainerConfig, imagenet_download_problem
 from components.training.warm_start import load_base_weights
 from data_prep.ingest_config import ConfigError
@@ -308,7 +314,7 @@ def model_and_optimizer(
     if base_model_dir is not None:
         load_base_weights(model, base_model_dir, label_names)
     schedule = PhasedSchedule.of(phases)
-    optimizer = keras.optimizers.Adam(schedule)
+    optimizer = keras.optimizers.Adam(schedule, beta_1=ADAM_BETA_1, beta_2=ADAM_BETA_2)
     if precision == "mixed_float16":
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
     # Slot variables made now for every variable that trains in any phase (all are trainable

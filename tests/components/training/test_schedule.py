@@ -83,11 +83,58 @@ def test_learning_rate_warms_up_and_decays_within_each_phase(weights_file):
     rates = [float(schedule(step)) for step in (0, 5, 10, 19, 20, 30, 40)]
     np.testing.assert_allclose(rates[:3], [0.0, 0.005, 0.01], rtol=1e-6)
     assert 0 < rates[3] < 0.001  # the frozen phase's cosine nearly at its end
-    np.testing.assert_allclose(rates[4], config.fine_tune_learning_rate, rtol=1e-6)
-    np.testing.assert_allclose(rates[5], config.fine_tune_learning_rate / 2, rtol=1e-5)
+    # The fine-tuning phase's rates carry Adam's bias correction rebased to its first step.
+    rebased = [_adam_rebasing(step, 20) for step in (20, 30)]
+    np.testing.assert_allclose(rates[4] / rebased[0], config.fine_tune_learning_rate, rtol=1e-5)
+    np.testing.assert_allclose(rates[5] / rebased[1], config.fine_tune_learning_rate / 2, rtol=1e-5)
     assert rates[6] == pytest.approx(0.0, abs=1e-9)
     rebuilt = PhasedSchedule.from_config(schedule.get_config())
     assert float(rebuilt(25)) == pytest.approx(float(schedule(25)))
+
+
+def _adam_rebasing(step: int, first_step: int) -> float:
+    """Adam's step size at its step counted from first_step, over the one it uses (counted from
+    the run's start); its steps count from 1, the schedule's from 0."""
+
+    def size(n):
+        return np.sqrt(1 - 0.999**n) / (1 - 0.9**n)
+
+    return size(step - first_step + 1) / size(step + 1)
+
+
+def test_first_fine_tuning_step_moves_each_backbone_weight_by_the_learning_rate(weights_file):
+    """Adam's first step moves every weight by the learning rate (whatever its gradient's size).
+    A backbone unfrozen after a long frozen phase starts with zero moments, and must move as
+    in Adam's first step, not by the run's step count's bias correction (2.5x more after 1,000
+    frozen steps)."""
+    config = _fine_tuning(weights_file, fine_tune_learning_rate=1e-3, min_phase_steps=1000)
+    frozen, fine_tune = phases = plan_phases(config, 10, False)
+    assert fine_tune.first_step == 1000 and fine_tune.warmup_steps == 0
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        model = build_model(config, CLASSES, NORMALIZATION)
+        optimizer = keras.optimizers.Adam(PhasedSchedule.of(phases))
+        optimizer.build(model.trainable_variables)
+        engine = TrainingEngine(model, optimizer, strategy)
+    optimizer.iterations.assign(frozen.steps)  # the frozen phase's steps left the backbone's
+    rng = np.random.default_rng(0)  # moments at zero
+    images = rng.normal(size=(4, config.image_size, config.image_size, 3)).astype(np.float32)
+    labels = rng.integers(0, CLASSES, 4)
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(4, drop_remainder=True)
+    iterator = iter(strategy.experimental_distribute_dataset(dataset.repeat()))
+    backbone = backbone_of(model)
+    before = [variable.numpy() for variable in backbone.trainable_variables]
+
+    apply_phase(model, fine_tune)
+    engine.run(iterator, 1)
+    moves = np.concatenate(
+        [
+            np.abs(variable.numpy() - old).ravel()
+            for variable, old in zip(backbone.trainable_variables, before, strict=True)
+        ]
+    )
+    assert moves.max() <= 1e-3 * 1.001
+    assert np.median(moves) > 0.9e-3  # the smallest gradients are near Adam's epsilon
 
 
 def _snapshot(layers) -> list[list[np.ndarray]]:
