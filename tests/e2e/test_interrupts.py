@@ -20,17 +20,29 @@ from tests.pipeline.tiny_pipeline import write_images
 pytestmark = pytest.mark.slow
 
 # (what the console prints when the signal is due, seconds to wait after it, the signal, the
-# runner). A component's own line is its start; the progress lines are the middle of the ingest
-# and of training; a moment after the Pusher starts is the middle of the push. The local
-# cluster's Beam options change the Beam components' cache keys: its run comes last.
+# runner): every component's start, in the order a run reaches them, the signals taking turns.
+# A component's own line is its start (a moment later is inside it); the progress lines are the
+# middle of the ingest and of training; a moment after the Pusher starts is the middle of the
+# push. The local cluster's Beam options change the Beam components' cache keys: its run comes
+# last.
 POINTS = [
     (r"ImageExampleGen +started", 0, signal.SIGINT, "local"),
     (r"ImageExampleGen: \d+ of \d+ files inspected", 0, signal.SIGTERM, "local"),
     (r"StatisticsGen +started", 1, signal.SIGINT, "local"),
+    (r"CuratedSchemaGen +started", 0, signal.SIGTERM, "local"),
+    (r"drift_baseline_resolver +started", 0, signal.SIGINT, "local"),
+    (r"DistributionValidator +started", 0, signal.SIGTERM, "local"),
+    (r"ExampleValidator +started", 0, signal.SIGINT, "local"),
+    (r"DataGate +started", 0, signal.SIGTERM, "local"),
     (r"Transform +started", 0, signal.SIGTERM, "local"),
     (r"Trainer: epoch \d+ of \d+, step", 0, signal.SIGINT, "local"),
-    (r"Evaluator +started", 1, signal.SIGTERM, "local"),
+    (r"EvaluationReportGen +started", 0, signal.SIGTERM, "local"),
     (r"ServingCheck +started", 0, signal.SIGINT, "local"),
+    (r"baseline_model_resolver +started", 0, signal.SIGTERM, "local"),
+    (r"DataHealthGen +started", 0, signal.SIGINT, "local"),
+    (r"Evaluator +started", 1, signal.SIGTERM, "local"),
+    (r"TFLiteExport +started", 0, signal.SIGINT, "local"),
+    (r"ModelCardGen +started", 0, signal.SIGTERM, "local"),
     (r"Pusher +started", 0, signal.SIGTERM, "local"),
     (r"Pusher +started", 0.5, signal.SIGINT, "local"),
     (r"ImageExampleGen +started", 1, signal.SIGINT, "local-cluster"),
