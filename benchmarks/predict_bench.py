@@ -79,7 +79,7 @@ def _timed(command: list[str], codes: tuple[int, ...]) -> tuple[float, float]:
 
 
 def run(workdir: str) -> list[dict]:
-    from pipeline.serving.predictions_file import read_rows
+    from pipeline.predictions_file import read_rows
 
     workdir = os.path.join(workdir, "predict_bench")
     folder, model = _folder(workdir), _model(workdir)

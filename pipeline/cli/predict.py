@@ -70,7 +70,7 @@ def _run_predict(args, beam_args: list[str]) -> int:
     from ml_metadata import errors
 
     from data_prep.reading.sources import SourceError
-    from pipeline.serving.predictions_file import check_output_path
+    from pipeline.predictions_file import check_output_path
 
     inputs = [*args.inputs, *args.data]
     try:

@@ -11,7 +11,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 from components import metadata_keys
 from pipeline.lineage.images import file_sha256
 from pipeline.lineage.store import ArtifactRecord, MetadataGraph, same_file
-from pipeline.serving.predictions_file import PredictionRow, read_rows
+from pipeline.predictions_file import PredictionRow, read_rows
 
 
 @dataclasses.dataclass(frozen=True)

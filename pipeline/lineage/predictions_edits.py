@@ -19,7 +19,7 @@ from components import metadata_keys
 from data_prep.reading.file_access import is_remote
 from data_prep.reading.files import read_file
 from pipeline.lineage.store import ArtifactRecord, LineageError, MetadataGraph, same_file
-from pipeline.serving.predictions_file import FORMATS, MAX_BYTES
+from pipeline.predictions_file import FORMATS, MAX_BYTES
 
 # A bigger file keeps its SHA-256 alone: the digests of 100,000 rows take some 2 MB of the store.
 MAX_ROW_DIGESTS = 100_000

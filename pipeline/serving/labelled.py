@@ -14,7 +14,7 @@ from components.evaluation.class_metrics import (
     per_class_metrics,
     shown,
 )
-from pipeline.serving.predictions_file import PredictionRow
+from pipeline.predictions_file import PredictionRow
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ from data_prep.reading.sources import (
     read_manifest,
 )
 from data_prep.writing.local_files import create_exclusively
-from pipeline.serving.predictions_file import (
+from pipeline.predictions_file import (
     IGNORED,
     REJECTED,
     SCORED,

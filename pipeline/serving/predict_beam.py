@@ -17,6 +17,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from data_prep.reading.image_validation import ImageLimits
 from data_prep.reading.sources import SourceFile
 from pipeline.config.beam_options import resolve_beam_args
+from pipeline.predictions_file import PredictionRow, write_rows
 from pipeline.serving.predict import (
     MAX_BATCH_SIZE,
     ImageModel,
@@ -26,7 +27,6 @@ from pipeline.serving.predict import (
     model_version,
     scored_row,
 )
-from pipeline.serving.predictions_file import PredictionRow, write_rows
 
 FILES_PER_BUNDLE = 256
 

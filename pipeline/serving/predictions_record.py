@@ -16,7 +16,7 @@ from components import metadata_keys
 from pipeline.lineage.models import find_model, latest_pushed_model
 from pipeline.lineage.predictions_edits import written_contents
 from pipeline.lineage.store import LineageError, MetadataGraph, same_file
-from pipeline.serving.predictions_file import IGNORED, REJECTED, SCORED, PredictionRow
+from pipeline.predictions_file import IGNORED, REJECTED, SCORED, PredictionRow
 
 if TYPE_CHECKING:
     from pipeline.serving.labelled import LabelledScore

@@ -48,7 +48,7 @@ def _recorded(graph: MetadataGraph, artifact: mlmd_pb2.Artifact) -> Recorded:
 
 def predictions(store: metadata_store.MetadataStore, artifact_id: int) -> Predictions:
     """The rows of a recorded predictions file as images to filter, with their thumbnails."""
-    from pipeline.serving.predictions_file import SCORED, read_rows
+    from pipeline.predictions_file import SCORED, read_rows
 
     chosen = next((r for r in recorded(store) if r.predictions.id == artifact_id), None)
     if chosen is None:

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from pipeline import lineage
-from pipeline.serving.predictions_file import read_rows
+from pipeline.predictions_file import read_rows
 from pipeline.serving.predictions_record import newest_pushed_model
 
 pytestmark = pytest.mark.slow

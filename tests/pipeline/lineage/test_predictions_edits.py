@@ -11,7 +11,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 from pipeline.lineage import LineageError, predictions_edits
 from pipeline.lineage.formatting import format_predictions_file_lineage
 from pipeline.lineage.predictions_edits import predictions_file_lineage
-from pipeline.serving.predictions_file import PredictionRow, read_rows, write_rows
+from pipeline.predictions_file import PredictionRow, read_rows, write_rows
 from pipeline.serving.predictions_record import record_predictions
 
 

@@ -1,8 +1,8 @@
 """Predictions scored against their labels: accuracy, per-class precision and recall, the most
 confused pairs, and labels the model does not know counted wrong."""
 
+from pipeline.predictions_file import REJECTED, SCORED, PredictionRow
 from pipeline.serving.labelled import format_labelled, score_labelled
-from pipeline.serving.predictions_file import REJECTED, SCORED, PredictionRow
 
 NAMES = ["cat", "dog", "emu"]
 
