@@ -8,6 +8,7 @@ apart); only the chief writes summaries, checkpoints, the report and the exporte
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -69,16 +70,77 @@ def train(
         warm-start from (config.warm_start); trains config.warm_start_epochs instead of the
         full schedule.
     """
-    config.validate()
-    problem = imagenet_download_problem(config)
-    if problem:
-        raise ConfigError("weights", problem)
-    normalization.validate()
+    check_settings(config, normalization)
     strategy = strategy or runtime.make_strategy(config)
     keras.utils.set_random_seed(config.seed)
     warm_start = base_model_dir is not None
     plan = plan_run(config, train_files, eval_files, strategy.num_replicas_in_sync, warm_start)
     chief = strategy.extended.should_checkpoint
+    parts = build_run(
+        config,
+        plan,
+        label_names,
+        normalization,
+        strategy,
+        checkpoint_dir or os.path.join(output_dir, "checkpoints"),
+        base_model_dir,
+    )
+    start_step = parts.checkpoints.restore()
+    dataset_fn = training_dataset_fn(config, plan, normalization, len(label_names), start_step)
+    iterator = runtime.training_iterator(strategy, dataset_fn)
+    eval_data = input_pipeline.eval_dataset(plan.eval, config.image_size, normalization)
+    if config.report_input_pipeline:
+        print(f"input pipeline {plan.eval.describe()}", flush=True)
+    loop, evaluation = run_loop(config, plan, parts, start_step, iterator, eval_data, output_dir)
+
+    serving_model_dir = serving_model_dir or os.path.join(output_dir, "serving_model")
+    export(parts.model, serving_model_dir, config, label_names, normalization, chief)
+    parts.checkpoints.finish(delete=True)
+    report = performance_report(config, loop, parts.precision, parts.jit_compile, strategy)
+    if chief:
+        write_report(report.to_dict(), output_dir)
+    metrics = run_metrics(plan, loop, evaluation, report, base_model_dir)
+    metrics["serving_model_dir"] = serving_model_dir if chief else None
+    logging.info("training finished: %s", metrics)
+    return metrics
+
+
+def check_settings(config: TrainerConfig, normalization: Normalization) -> None:
+    """Fails before any work on settings that cannot train: a bad field, ImageNet weights that
+    cannot be had, unusable pixel statistics."""
+    config.validate()
+    problem = imagenet_download_problem(config)
+    if problem:
+        raise ConfigError("weights", problem)
+    normalization.validate()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunParts:
+    """What one training run trains with: built under the strategy's scope, checkpointed
+    together."""
+
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    schedule: PhasedSchedule
+    engine: TrainingEngine
+    best: BestValidation
+    checkpoints: RunCheckpoints
+    precision: str
+    jit_compile: bool
+
+
+def build_run(
+    config: TrainerConfig,
+    plan: RunPlan,
+    label_names: list[str],
+    normalization: Normalization,
+    strategy: tf.distribute.Strategy,
+    checkpoint_dir: str,
+    base_model_dir: str | None,
+) -> RunParts:
+    """The model, optimizer, training step, best-validation keeper and checkpoints of a run,
+    under the precision and XLA setting the device calls for."""
     precision = runtime.choose_precision(config)
     jit_compile = runtime.choose_jit_compile(config)
     with strategy.scope():
@@ -90,39 +152,41 @@ def train(
         )
         best = BestValidation(model, config.early_stopping, keep_weights=config.restore_best)
     checkpoints = RunCheckpoints(
-        checkpoint_dir or os.path.join(output_dir, "checkpoints"),
-        model,
-        optimizer,
-        config.checkpoint_every_steps,
-        strategy,
-        best,
+        checkpoint_dir, model, optimizer, config.checkpoint_every_steps, strategy, best
     )
-    start_step = checkpoints.restore()
-    dataset_fn = training_dataset_fn(config, plan, normalization, len(label_names), start_step)
-    iterator = runtime.training_iterator(strategy, dataset_fn)
-    eval_data = input_pipeline.eval_dataset(plan.eval, config.image_size, normalization)
-    if config.report_input_pipeline:
-        print(f"input pipeline {plan.eval.describe()}", flush=True)
+    return RunParts(model, optimizer, schedule, engine, best, checkpoints, precision, jit_compile)
 
+
+def run_loop(
+    config: TrainerConfig,
+    plan: RunPlan,
+    parts: RunParts,
+    start_step: int,
+    iterator,
+    eval_data: tf.data.Dataset,
+    output_dir: str,
+) -> tuple[TrainingLoop, dict]:
+    """Runs the training loop from start_step with its summaries in output_dir/logs (the chief's
+    only), keeps the last checkpoint, and evaluates the weights to export."""
     log_dir = os.path.join(output_dir, "logs")
-    loop = TrainingLoop(config, plan, engine, checkpoints, best, schedule, log_dir, start_step)
+    loop = TrainingLoop(
+        config,
+        plan,
+        parts.engine,
+        parts.checkpoints,
+        parts.best,
+        parts.schedule,
+        log_dir,
+        start_step,
+    )
+    chief = parts.checkpoints.chief  # summaries are the chief's alone
     writer = tf.summary.create_file_writer(log_dir) if chief else tf.summary.create_noop_writer()
     with writer.as_default():
         loop.run(iterator, eval_data)
-        checkpoints.finish(delete=False)
+        parts.checkpoints.finish(delete=False)
         evaluation = loop.final_evaluation(eval_data)
     writer.close()
-
-    serving_model_dir = serving_model_dir or os.path.join(output_dir, "serving_model")
-    export(model, serving_model_dir, config, label_names, normalization, chief)
-    checkpoints.finish(delete=True)
-    report = performance_report(config, loop, precision, jit_compile, strategy)
-    if chief:
-        write_report(report.to_dict(), output_dir)
-    metrics = run_metrics(plan, loop, evaluation, report, base_model_dir)
-    metrics["serving_model_dir"] = serving_model_dir if chief else None
-    logging.info("training finished: %s", metrics)
-    return metrics
+    return loop, evaluation
 
 
 def plan_run(
