@@ -251,9 +251,23 @@ def train_examples_per_class(ingest_report: artifact.Artifact) -> dict[str, int]
 
 def card_markdown(card: dict) -> str:
     """A one-page summary of the card for people; the JSON has everything."""
-    metrics, tfma_metrics = card["metrics"], card["metrics"]["tfma"]
-    train_counts = card["training_data"]["train_examples_per_class"]
     lines = [
+        *_header_lines(card),
+        *_input_lines(card["input_spec"]),
+        *_class_lines(card["metrics"], card["training_data"]["train_examples_per_class"]),
+        *_metric_lines(card["metrics"]),
+        *_data_health_lines(card["data_health"]),
+        *_serving_lines(card["serving_check"], card["tflite"]),
+        "Package versions: "
+        + ", ".join(f"{k} {v}" for k, v in card["package_versions"].items() if v),
+        "",
+    ]
+    return "\n".join(_safe_line(part) for line in lines for part in line.split("\n"))
+
+
+def _header_lines(card: dict) -> list[str]:
+    """The title (the model's artifact), its examples and its blessings."""
+    return [
         f"# Model card: MLMD artifact {card['model']['mlmd_artifact_id']}",
         "",
         f"Created {card['created']}. Examples: MLMD artifact "
@@ -262,20 +276,30 @@ def card_markdown(card: dict) -> str:
         f"by the serving check: {_yes(card['blessings']['serving_check'])} "
         "(pushed only with both).",
         "",
-        "## Inputs",
-        "",
     ]
-    for name, signature in card["input_spec"]["signatures"].items():
+
+
+def _input_lines(input_spec: dict) -> list[str]:
+    """Each signature's inputs and outputs, and the TFLite model's input."""
+    lines = ["## Inputs", ""]
+    for name, signature in input_spec["signatures"].items():
         inputs = ", ".join(
             f"`{key}` {spec['dtype']} {spec['shape']}" for key, spec in signature["inputs"].items()
         )
         lines.append(f"- signature `{name}`: {inputs} → {', '.join(signature['outputs'])}")
-    tflite_input = card["input_spec"]["tflite"]["input"]
+    tflite_input = input_spec["tflite"]["input"]
     lines += [
         f"- TFLite (`tflite/`): `{tflite_input['name']}` float32 {tflite_input['shape']}, "
         f"{tflite_input['meaning']}; the int8 model takes them as uint8 and returns uint8 "
         "probabilities (scale and zero point in `tflite/tflite_report.json`)",
         "",
+    ]
+    return lines
+
+
+def _class_lines(metrics: dict, train_counts: dict) -> list[str]:
+    """A row per class: its examples in each split and its eval precision, recall and F1."""
+    lines = [
         "## Classes (eval split)",
         "",
         "| class | train examples | eval examples | precision | recall | F1 |",
@@ -287,9 +311,16 @@ def card_markdown(card: dict) -> str:
             f"{row['support']} | "
             f"{shown(row['precision'])} | {shown(row['recall'])} | {shown(row['f1'])} |"
         )
+    return lines
+
+
+def _metric_lines(metrics: dict) -> list[str]:
+    """TFMA's metrics against the baseline's, the thresholds, the verdict, the worst
+    confusions."""
+    tfma_metrics = metrics["tfma"]
     overall = tfma_metrics["candidate"].get("overall", {})
     baseline = (tfma_metrics["baseline"] or {}).get("overall", {})
-    lines += ["", "## Metrics and thresholds", ""]
+    lines = ["", "## Metrics and thresholds", ""]
     for name, value in sorted(overall.items()):
         compared = f" (baseline {baseline[name]:.4f})" if name in baseline else ""
         lines.append(f"- {name}: {value:.4f}{compared}")
@@ -310,34 +341,33 @@ def card_markdown(card: dict) -> str:
         f"- misclassified eval images: {metrics['misclassified_count']} "
         "(`evaluation/misclassified.csv`); confusion matrix: `evaluation/confusion_matrix.png`",
         "",
-        *_data_health_lines(card["data_health"]),
-        "## Serving",
-        "",
     ]
-    check = card["serving_check"]
+    return lines
+
+
+def _serving_lines(check: dict, tflite: dict) -> list[str]:
+    """The serving check's load time, latency and problems, and the TFLite models."""
+    lines = ["## Serving", ""]
     if "latency_ms" in check:
         lines.append(
             f"- load {check['load_seconds']:.2f} s; single-image latency p50 "
             f"{check['latency_ms']['p50']:.2f} ms, p99 {check['latency_ms']['p99']:.2f} ms"
         )
     lines.extend(f"- problem: {problem}" for problem in check["problems"])
-    refused = card["tflite"]["not_convertible"]
+    refused = tflite["not_convertible"]
     lines += [
-        *tflite_table(card["tflite"]),
+        *tflite_table(tflite),
         "",
         f"- not convertible to TFLite builtins: {', '.join(refused['ops']) or 'nothing'} "
         f"({refused['note']})",
         *(
             f"- TFLite {name} conversion failed on: {', '.join(ops)}"
-            for name, ops in card["tflite"]["conversion_failed"].items()
+            for name, ops in tflite["conversion_failed"].items()
         ),
-        *(f"- TFLite {name} refused: {why}" for name, why in card["tflite"]["refused"].items()),
-        "",
-        "Package versions: "
-        + ", ".join(f"{k} {v}" for k, v in card["package_versions"].items() if v),
+        *(f"- TFLite {name} refused: {why}" for name, why in tflite["refused"].items()),
         "",
     ]
-    return "\n".join(_safe_line(part) for line in lines for part in line.split("\n"))
+    return lines
 
 
 def _safe_line(line: str) -> str:
