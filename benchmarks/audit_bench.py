@@ -30,6 +30,7 @@ from benchmarks.charts import share_bars
 from benchmarks.health_bench import flip_labels
 from benchmarks.report import Section
 
+TITLE = "Label audit: flipped labels found over every image"
 FLIPPED_SHARE = 0.05
 FOLDS = 5
 SEED = 0

@@ -40,6 +40,11 @@ Measured:
   alone (data_prep/quality/health.py image_signals on each image just decoded, as the ingest
   runs them), the two timed file by file in the same pass, best of 3 passes; the signals'
   share of the ingest's cost is theirs over the ingest's.
+
+Settings (environment):
+  BENCH_HEALTH_SCANS        the first this many digit scans (default all 1,797)
+  BENCH_HEALTH_PHOTOS       PHOTOS, the photo-like JPEGs of the cost (default 1500)
+  BENCH_HEALTH_COST_ROUNDS  COST_ROUNDS (default 9)
 """
 
 from __future__ import annotations
@@ -59,15 +64,17 @@ import time
 from benchmarks.charts import share_bars
 from benchmarks.report import Section
 
+TITLE = "Data health: near-duplicates, leak-free splits, label errors"
 SIDE = 64
 COPIED_SHARE = 0.15
 FLIPPED_SHARE = 0.05
 COPY_KINDS = ("reencoded", "resized", "cropped", "brightened")
 # Enough photos that the noise of a process's start-up (some 2.5 CPU seconds, shared by both
 # counts) stays small beside the images' own cost.
-PHOTOS = 1500
+PHOTOS = int(os.environ.get("BENCH_HEALTH_PHOTOS", "1500"))
 FEW = 14
-COST_ROUNDS = 9
+COST_ROUNDS = int(os.environ.get("BENCH_HEALTH_COST_ROUNDS", "9"))
+SCANS = os.environ.get("BENCH_HEALTH_SCANS")
 SEED = 0
 SWEPT_DIFFERENCES = (0.3, 0.5, 0.8)
 SWEPT_COPIED_SHARE = 0.1
@@ -98,6 +105,11 @@ PHOTOS_SWEPT = (
 ALIKE_SCANS = 1.0
 
 
+def _scans(values):
+    """The digits' scans (or their labels) this run uses: all, or the first BENCH_HEALTH_SCANS."""
+    return values[: int(SCANS)] if SCANS else values
+
+
 def _copy(image, kind: str):
     from PIL import Image, ImageEnhance
 
@@ -118,13 +130,13 @@ def write_dataset(folder: str) -> dict:
 
     shutil.rmtree(folder, ignore_errors=True)
     digits = load_digits()
-    scans = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
+    scans = np.round(_scans(digits.images) * (255.0 / 16.0)).astype(np.uint8)
     rng = np.random.default_rng(SEED)
     order = rng.permutation(len(scans))
     copied = set(order[: round(COPIED_SHARE * len(scans))].tolist())
     flipped = set(order[len(copied) : len(copied) + round(FLIPPED_SHARE * len(scans))].tolist())
     pairs, to_flip, kinds = [], [], itertools.cycle(COPY_KINDS)
-    for index, (scan, digit) in enumerate(zip(scans, digits.target, strict=True)):
+    for index, (scan, digit) in enumerate(zip(scans, _scans(digits.target), strict=True)):
         label = int(digit)
         image = Image.fromarray(scan).convert("RGB").resize((SIDE, SIDE), Image.Resampling.BICUBIC)
         path = f"{label}/{index:04d}.jpg"
@@ -324,7 +336,7 @@ def _swept_images() -> dict[str, list]:
     from PIL import Image
     from sklearn.datasets import load_digits
 
-    scans = np.round(load_digits().images * (255.0 / 16.0)).astype(np.uint8)
+    scans = np.round(_scans(load_digits().images) * (255.0 / 16.0)).astype(np.uint8)
     digits = [
         _jpeg(Image.fromarray(s).convert("RGB").resize((SIDE, SIDE), Image.Resampling.BICUBIC), 95)
         for s in scans
@@ -592,3 +604,34 @@ def section(records: list[dict]) -> Section:
         rows,
         notes,
     )
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    by_name = {r["name"].removeprefix("health."): r for r in records}
+    share = by_name.get("cost.signals_share_of_ingest")
+    if share is not None:
+        ingest = by_name["cost.ingest_cpu_ms_per_image"]
+        answer = (
+            f"{share['value']:.0%} of the ingest's CPU per image "
+            f"({by_name['cost.signals_cpu_ms_per_image']['value']:.2g} of "
+            f"{ingest['value']:.2g} ms)"
+        )
+    else:  # results measured before the share: the ingest with the signals against without
+        without = by_name["cost.ingest_vs_without_health"]["value"]
+        answer = f"the ingest takes {without:.2f}x the CPU per image it takes without them"
+    return [("Data health signals (near-duplicates, odd images) at ingest", answer)]
+
+
+def meaning(records: list[dict]) -> list[str]:
+    by_name = {r["name"].removeprefix("health."): r for r in records}
+    recall, false = by_name["pairs.recall"], by_name["pairs.false_share"]
+    aware = by_name["straddling.injected_pairs.cluster_split"]
+    leaky = by_name["straddling.injected_pairs.file_hash_split"]
+    caught = by_name["label_issues.flipped_eval_caught"]
+    return [
+        f"The ingest finds {recall['value']:.0%} of the injected near-duplicate pairs "
+        f"({false['value']:.1%} of the pairs it joins were not injected); its split leaves "
+        f"{aware['value']:.0f} injected pairs across train and eval, a split by file hash "
+        f"{leaky['value']:.0f}.",
+        f"Likely label errors: {caught['value']:.0%} of the flipped eval images are named.",
+    ]

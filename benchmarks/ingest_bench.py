@@ -23,6 +23,7 @@ from benchmarks.process_tree import reap_orphans_at_exit, run_measured
 from benchmarks.report import Section, default_section
 
 MEMORY_SAMPLE_S = 0.05
+TITLE = "The ingest job against a plain loop"
 SMALL, LARGE = (int(n) for n in os.environ.get("BENCH_INGEST_IMAGES", "5000 20000").split())
 RUNS = int(os.environ.get("BENCH_INGEST_RUNS", "2"))
 
@@ -322,6 +323,26 @@ def section(records: list[dict]) -> Section:
                 note += f", {share['ratio']:.2f}x the split loop (what the cores allow)"
             notes.append(note + ".")
     return default_section(__doc__, records, notes=notes)
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    rates = [
+        r
+        for r in records
+        if r["name"].startswith("ingest.beam.")
+        and r["name"].endswith(".images_per_s")
+        and "ratio" in r
+    ]
+    if not rates:
+        return []
+    largest = max(rates, key=lambda r: int(r["name"].split(".")[2]))
+    return [
+        (
+            f"The ingest job against a single-process loop "
+            f"({int(largest['name'].split('.')[2]):,} photos)",
+            f"{largest['ratio']:.2f}x the loop's images/s ({largest['value']:,.0f} images/s)",
+        )
+    ]
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from benchmarks.report import Section, default_section, named
 from components.training import input_pipeline
 from components.training.preprocessing import augment_batch
 
+TITLE = "What each input-pipeline technique adds"
+
 PREFIX = "input.ablation"
 EPOCHS = 2
 
@@ -131,3 +133,25 @@ def section(records: list[dict]) -> Section:
             f"pipeline; the pipeline as train() builds it, {full['ratio']:.2f}x.",
         ),
     )
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    gains = ", ".join(
+        f"{record['name'].rsplit('.', 1)[-1].split('_', 1)[-1].replace('_', ' ')} "
+        f"{record['ratio']:.2f}x"
+        for record in records
+        if "ratio" in record
+    )
+    return [("Each input technique added in turn, against the naive pipeline", gains)]
+
+
+def meaning(records: list[dict]) -> list[str]:
+    compared = [record for record in records if "ratio" in record]
+    best = max(compared, key=lambda record: record["ratio"])
+    full = named(records, "6_full_pipeline")
+    return [
+        f"Each variant adds one technique to the one before it ({records[0]['epochs']} epochs "
+        f"each). The largest gain is {best['name'].rsplit('.', 1)[-1].split('_', 1)[-1]}'s, "
+        f"{best['ratio']:.2f}x the naive pipeline; the pipeline as train() builds it runs at "
+        f"{full['ratio']:.2f}x."
+    ]

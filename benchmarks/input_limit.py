@@ -29,6 +29,8 @@ from benchmarks.report import Section, default_section, named
 from components.training import input_pipeline
 from data_prep.runtime.cores import usable_cores
 
+TITLE = "The input pipeline against the machine's limit"
+
 PREFIX = "input.limit"
 
 
@@ -145,3 +147,13 @@ def section(records: list[dict]) -> Section:
             "work: its overhead for reading, decompressing, shuffling and batching.",
         ),
     )
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    full, limit = named(records, "full_pipeline"), named(records, "limit")
+    return [
+        (
+            "The training input pipeline against the machine's limit",
+            f"{full['ratio']:.2f}x ({full['value']:,.0f} of {limit['value']:,.0f} images/s)",
+        )
+    ]

@@ -30,6 +30,8 @@ from benchmarks.input_data import photo_shards
 from benchmarks.report import Section, default_section, named
 from components.training import input_pipeline
 
+TITLE = "Prefetch: input and step overlapped"
+
 PREFIX = "input.overlap"
 STEP_FACTOR = float(os.environ.get("BENCH_STEP_FACTOR", "1.0"))
 
@@ -106,3 +108,13 @@ def section(records: list[dict]) -> Section:
             "overlap).",
         ),
     )
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    with_prefetch, without = named(records, "with_prefetch"), named(records, "without_prefetch")
+    return [
+        (
+            "An epoch with prefetch against the ideal overlap (1.0)",
+            f"{with_prefetch['ratio']:.2f}x; without prefetch {without['ratio']:.2f}x",
+        )
+    ]

@@ -42,6 +42,7 @@ from benchmarks.pipeline_bench import run_pipeline
 from benchmarks.process_tree import run_measured
 from benchmarks.report import Section, default_section
 
+TITLE = "The whole run against the plain Keras script"
 IMAGES = [int(n) for n in os.environ.get("BENCH_PEER_IMAGES", "2000 8000").split()]
 DATASETS = os.environ.get("BENCH_PEER_DATASETS", "embedded photos").split()
 TARGET = float(os.environ.get("BENCH_PEER_TARGET", "0.9"))
@@ -324,3 +325,32 @@ def section(records: list[dict]) -> Section:
             "avx512_bf16), where TensorFlow emulates it many times slower than float32."
         )
     return default_section(__doc__, records, notes=notes)
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    """Per dataset, at its largest size: the whole run's time against the script's training."""
+    by_name = {r["name"]: r for r in records}
+    largest: dict[str, int] = {}
+    for name in by_name:
+        parts = name.split(".")
+        if parts[3:] == ["imgpipe_run", "wall_s"]:
+            largest[parts[1]] = max(largest.get(parts[1], 0), int(parts[2]))
+    rows = []
+    for dataset, count in largest.items():
+        base = f"{PREFIX}.{dataset}.{count}"
+        run, fit = by_name[f"{base}.imgpipe_run.wall_s"], by_name[f"{base}.script_fp32.fit_s"]
+        accuracy = by_name[f"{base}.imgpipe_run.eval_accuracy"]["value"]
+        script_accuracy = by_name[f"{base}.script_fp32.eval_accuracy"]["value"]
+        rows.append(
+            (
+                f"`imgpipe run`, ingest to push, against the script's training alone "
+                f"({dataset}, {count:,} images)",
+                f"{run['ratio']:.2f}x its time ({run['value']:.0f} s against {fit['value']:.0f} "
+                f"s), eval accuracy {accuracy:.3f} against {script_accuracy:.3f}",
+            )
+        )
+    return rows
+
+
+def meaning(records: list[dict]) -> list[str]:
+    return list(section(records).notes)

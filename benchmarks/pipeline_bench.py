@@ -33,6 +33,7 @@ from benchmarks.photo_data import write_photo_jpegs
 from benchmarks.process_tree import run_measured
 from benchmarks.report import Section, default_section
 
+TITLE = "What a run costs beyond its training"
 IMAGES = sorted(int(n) for n in os.environ.get("BENCH_PIPELINE_IMAGES", "2000 8000 32000").split())
 EPOCHS = int(os.environ.get("BENCH_PIPELINE_EPOCHS", "2"))
 BEAM_ARGS = shlex.split(os.environ.get("BENCH_PIPELINE_BEAM", ""))
@@ -424,3 +425,27 @@ def _running_mode_notes(workers: list[dict]) -> list[str]:
 def _sizes(sizes: list[int]) -> str:
     named = [f"{size:,}" for size in sizes]
     return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    """At the largest size: the other components' time against the Trainer's."""
+    overheads = [r for r in records if r["name"].endswith(".non_training_seconds") and "ratio" in r]
+    if not overheads:
+        return []
+    largest = max(overheads, key=lambda r: int(r["name"].split(".")[1]))
+    return [
+        (
+            f"Components other than the Trainer ({int(largest['name'].split('.')[1]):,} images)",
+            f"{largest['ratio']:.2f}x the Trainer's time ({largest['value']:.0f} s)",
+        )
+    ]
+
+
+def meaning(records: list[dict]) -> list[str]:
+    """The overhead at the largest size, the first component that grows faster than linearly,
+    and how peak memory grows."""
+    notes = section(records).notes
+    overhead = [note for note in notes if note.startswith("On ")][-1:]
+    growing = [note for note in notes if "faster than linearly" in note][:1]
+    memory = [note for note in notes if note.startswith("Peak memory")]
+    return overhead + growing + memory

@@ -8,6 +8,9 @@ around it. Reports eval accuracy per seed, its mean per precision and the differ
 steady state). Whether this CPU computes bfloat16 natively (runtime.cpu_has_native_bfloat16) is in
 every record: where it does not, bfloat16 is emulated, so its steps/s say nothing about its
 speed, but its accuracy is the number format's.
+
+Settings (environment): BENCH_PRECISION_SEEDS (default "0 1 2"), and the trainer's
+BENCH_TRAINER_EPOCHS and BENCH_TRAINER_IMAGES_PER_CLASS (benchmarks/regularization_bench.py).
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import tempfile
 import components  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from benchmarks.charts import label_bars
 
+TITLE = "float32 against mixed_bfloat16"
 PRECISIONS = ("float32", "mixed_bfloat16")
 COLORS = ("#4a7ab5", "#d08a3a")  # of PRECISIONS in the chart
 BASELINE = "float32"
-SEEDS = (0, 1, 2)
+SEEDS = tuple(int(seed) for seed in os.environ.get("BENCH_PRECISION_SEEDS", "0 1 2").split())
 # Where bfloat16 is emulated (Eigen), a mixed_bfloat16 step takes many times float32's: 30 epochs
 # x 3 seeds would take hours. There mixed_bfloat16 trains under XLA (jit_compile), whose CPU
 # backend computes each bfloat16 op in float32 and rounds its result to bfloat16, the numbers a
@@ -37,13 +41,13 @@ def _changes(precision: str, native: bool) -> dict:
 
 def run(output_dir: str) -> list[dict]:
     from benchmarks.input_data import default_dataset_splits
-    from benchmarks.regularization_bench import default_config, timed_train
+    from benchmarks.regularization_bench import default_config, images_per_class, timed_train
     from components.training.runtime import cpu_has_native_bfloat16
 
     native = cpu_has_native_bfloat16()
     if not native:
         print("precision: this CPU emulates bfloat16; mixed_bfloat16 trains under XLA", flush=True)
-    train_files, eval_files = default_dataset_splits(output_dir)
+    train_files, eval_files = default_dataset_splits(output_dir, images_per_class())
     runs = {precision: [] for precision in PRECISIONS}
     records = []
     with tempfile.TemporaryDirectory(prefix="precision-") as directory:
@@ -166,3 +170,28 @@ def chart(records: list[dict], path: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    difference = next(r for r in records if r["name"] == "precision.mixed_bfloat16_minus_float32")
+    emulated = "" if difference["native_bfloat16"] else "; bfloat16 emulated on this CPU"
+    return [
+        (
+            "mixed_bfloat16 against float32, eval accuracy",
+            f"{difference['value']:+.2f} points over {difference['seeds']} seeds{emulated}",
+        )
+    ]
+
+
+def meaning(records: list[dict]) -> list[str]:
+    means = {r["name"]: r for r in records if ".mean_" in r["name"]}
+    base = means[f"precision.{BASELINE}.mean_accuracy"]
+    bf16 = means["precision.mixed_bfloat16.mean_accuracy"]
+    speed = means["precision.mixed_bfloat16.mean_steps_per_second"]
+    native = bf16["native_bfloat16"]
+    return [
+        f"Mean eval accuracy over {bf16['seeds']} seeds: float32 {base['value']:.3f} (seeds "
+        f"{base['seed_spread_points']:.1f} points apart), mixed_bfloat16 {bf16['value']:.3f}.",
+        f"mixed_bfloat16 trains at {speed['ratio']:.2f}x float32's steps/s"
+        + ("." if native else ", emulated under XLA here: that says nothing of its speed."),
+    ]

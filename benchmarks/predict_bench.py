@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 
+TITLE = "`imgpipe predict`: a folder in one call against a process per file"
 IMAGES = int(os.environ.get("BENCH_PREDICT_IMAGES", "990"))
 SINGLE = int(os.environ.get("BENCH_PREDICT_SINGLE", "3"))
 CLASSES = 6
@@ -150,3 +151,23 @@ def chart(records: list[dict], path: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    speedup = next(r for r in records if r["name"] == "predict.batch.speedup")
+    return [
+        (
+            "`imgpipe predict` over a folder against a process per file",
+            f"{speedup['value']:.0f}x the files/s",
+        )
+    ]
+
+
+def meaning(records: list[dict]) -> list[str]:
+    batch = next(r for r in records if r["name"] == "predict.batch.files_per_s")
+    single = next(r for r in records if r["name"] == "predict.file_by_file.files_per_s")
+    return [
+        f"One job scores {batch['value']:.0f} files/s over {batch['files']} files; a process "
+        f"per file takes {single['wall_s']:.1f} s each (TensorFlow's import, the model's load "
+        "and the job's start, every time)."
+    ]

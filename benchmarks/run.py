@@ -1,5 +1,5 @@
-"""`make bench`: runs the benchmark parts in one run; writes results.json, a chart per part and
-docs/performance.md (benchmarks/report.py).
+"""`make bench`: runs the benchmark parts in one run; writes results.json, docs/performance.md
+(benchmarks/report.py) and a chart per part beside it (docs/performance/<part>.png).
 
 `--parts` selects parts by name or by the group before the first underscore (`--parts input`
 runs every input_* part); results of parts not run this time are kept in results.json, and the
@@ -34,26 +34,27 @@ from benchmarks import (
     ui_bench,
     warm_start_bench,
 )
-from benchmarks.report import DOCS_PATH, RUN_KEY, run_context, write
+from benchmarks.report import DOCS_PATH, RUN_KEY, chart_path, run_context, write
 
+# In the page's order: the whole run first, then the input pipeline, training, data and serving.
 PARTS = {
-    "ingest": ingest_bench,
+    "peer": peer_bench,
+    "pipeline": pipeline_bench,
     "input_limit": input_limit,
     "input_ablation": input_ablation,
     "input_overlap": input_overlap,
     "input_real_vs_synthetic": input_real_vs_synthetic,
     "training": training_bench,
+    "precision": precision_bench,
+    "regularization": regularization_bench,
+    "warm_start": warm_start_bench,
+    "transfer": transfer_bench,
+    "ingest": ingest_bench,
+    "health": health_bench,
+    "audit": audit_bench,
     "serving": serving_bench,
     "serve": serve_bench,
     "predict": predict_bench,
-    "pipeline": pipeline_bench,
-    "peer": peer_bench,
-    "transfer": transfer_bench,
-    "regularization": regularization_bench,
-    "precision": precision_bench,
-    "warm_start": warm_start_bench,
-    "health": health_bench,
-    "audit": audit_bench,
     "ui": ui_bench,
 }
 
@@ -83,7 +84,8 @@ def main() -> None:
     results_path = os.path.join(args.output, "results.json")
     if args.render_only:
         with open(results_path) as handle:
-            print(f"wrote {write(json.load(handle), PARTS, args.docs)}")
+            records = json.load(handle)
+        print(f"wrote {write(records, PARTS, args.docs, charted(args.docs))}")
         return
     names = select_parts(args.parts)
     os.makedirs(args.output, exist_ok=True)
@@ -99,7 +101,8 @@ def main() -> None:
             {**record, "part": name, RUN_KEY: context} for record in part.run(args.output)
         ]
         print(f"{name}: done in {time.perf_counter() - started:.0f} s", flush=True)
-        part.chart(part_records, os.path.join(args.output, f"{name}.png"))
+        os.makedirs(os.path.dirname(chart_path(args.docs, name)), exist_ok=True)
+        part.chart(part_records, chart_path(args.docs, name))
         records.extend(part_records)
         with open(results_path, "w") as handle:  # after every part: a late failure loses less
             json.dump(kept + records, handle, indent=2)
@@ -110,7 +113,12 @@ def main() -> None:
             f"{record['name']:<46} {record['value']:>10.4g} {record['unit']:<13} {ratio:>6}  "
             f"{record.get('baseline', '')}"
         )
-    print(f"wrote {write(kept + records, PARTS, args.docs)}")
+    print(f"wrote {write(kept + records, PARTS, args.docs, charted(args.docs))}")
+
+
+def charted(docs_path: str) -> set[str]:
+    """The parts whose chart is beside the page."""
+    return {name for name in PARTS if os.path.exists(chart_path(docs_path, name))}
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import numpy as np
 
 from benchmarks.serving_bench import export_saved_model, probe_in_fresh_process
 
+TITLE = "`imgpipe serve` over HTTP"
 REQUESTS = int(os.environ.get("BENCH_SERVE_REQUESTS", "400"))
 CONCURRENCY = (1, 8, 32)
 BATCH = 8
@@ -197,3 +198,29 @@ def chart(records: list[dict], path: str) -> None:
 
 def _value(records: list[dict], name: str) -> float:
     return next(r["value"] for r in records if r["name"] == name)
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    by_name = {r["name"]: r for r in records}
+    one, busiest = by_name["serve.http.c1.p50"], max(CONCURRENCY)
+    throughput = by_name[f"serve.http.c{busiest}.throughput"]["value"]
+    return [
+        (
+            "`imgpipe serve`, one-image requests over HTTP",
+            f"p50 {one['value']:.1f} ms one at a time; {throughput:.0f} requests/s with "
+            f"{busiest} in flight",
+        )
+    ]
+
+
+def meaning(records: list[dict]) -> list[str]:
+    by_name = {r["name"]: r for r in records}
+    http, local = by_name["serve.http.c1.p50"], by_name["serve.in_process.p50"]
+    batched = by_name[f"serve.batch{BATCH}_per_image"]
+    return [
+        f"One request at a time takes {http['value']:.1f} ms at p50 against "
+        f"{local['value']:.1f} ms for the model called in process: the rest is HTTP and JSON.",
+        f"A batch of {BATCH} costs {batched['ratio']:.2f}x a single image's time per image "
+        f"(below 1, batching requests would pay); `imgpipe predict` on one file takes "
+        f"{by_name['serve.predict_one_file']['value']:.1f} s.",
+    ]

@@ -21,6 +21,7 @@ import os
 
 import numpy as np
 
+TITLE = "Serving latency: the SavedModel and TFLite"
 RUNS = int(os.environ.get("BENCH_SERVING_RUNS", "3"))  # the median is reported
 LATENCY_REQUESTS = int(os.environ.get("BENCH_SERVING_REQUESTS", "300"))
 CLASSES = 6
@@ -131,3 +132,30 @@ def chart(records: list[dict], path: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    by_name = {r["name"]: r for r in records}
+    p50, p99 = by_name["serving.saved_model.p50"], by_name["serving.saved_model.p99"]
+    return [
+        (
+            "One image through the exported SavedModel, in process",
+            f"p50 {p50['value']:.2f} ms, p99 {p99['value']:.2f} ms",
+        )
+    ]
+
+
+def meaning(records: list[dict]) -> list[str]:
+    by_name = {r["name"]: r for r in records}
+    cold = by_name["serving.saved_model.first_request"]
+    tflite = [r for r in records if r["name"].startswith("serving.tflite_") and "p50" in r["name"]]
+    return [
+        f"The model loads in {by_name['serving.saved_model.load']['value']:.1f} s; its first "
+        f"request takes {cold['ratio']:.0f}x a warm one, which the export's warmup requests "
+        "pay before a server answers.",
+        "TFLite p50: "
+        + ", ".join(
+            f"{r['name'].split('.')[1].removeprefix('tflite_')} {r['value']:.2f} ms" for r in tflite
+        )
+        + ".",
+    ]

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 
+TITLE = "The UI's dataset and predictions pages"
 IMAGES = int(os.environ.get("BENCH_UI_IMAGES", "5000"))
 ROUNDS = int(os.environ.get("BENCH_UI_ROUNDS", "5"))
 PAGE = 200
@@ -115,4 +116,37 @@ def run(output_dir: str) -> list[dict]:
     return [
         *_timed(client, "/data", "data_page"),
         *_timed(client, f"/predictions/{recorded.id}", "predictions_page"),
+    ]
+
+
+def chart(records: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchmarks.charts import label_bars
+
+    figure, axis = plt.subplots(figsize=(8, 4))
+    names = [r["name"].removeprefix("ui.").replace(".", "\n") for r in records]
+    bars = axis.bar(names, [r["value"] for r in records], color="#4a7ab5")
+    label_bars(axis, bars, [f"{r['value']:.2f} s" for r in records])
+    axis.set_ylabel("s")
+    axis.tick_params(axis="x", labelsize=8)
+    axis.set_title(f"imgpipe ui on {records[0]['images']:,} images: first view, a page of {PAGE}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def meaning(records: list[dict]) -> list[str]:
+    """Per page: its first view and a page of thumbnails."""
+    by_name = {r["name"]: r for r in records}
+    pages = dict.fromkeys(r["name"].split(".")[1] for r in records)
+    return [
+        f"On {records[0]['images']:,} images the {page.replace('_', ' ')} first shows in "
+        f"{by_name[f'ui.{page}.first_view_s']['value']:.1f} s (every image read and thumbnailed "
+        f"once); then a page of {PAGE} thumbnails takes "
+        f"{by_name[f'ui.{page}.page_of_200_s']['value']:.2f} s."
+        for page in pages
     ]

@@ -9,6 +9,9 @@ is set side by side with warm starts from span 1's exported model (the Trainer's
 warm_start_epochs at fine_tune_learning_rate) of WARM_START_EPOCHS epochs, all evaluated on span
 2's eval split. The answer: the wall time of the shortest warm start that reaches the scratch
 model's eval accuracy, against the scratch model's wall time. One process, one run, one seed.
+
+Settings (environment): BENCH_WARM_START_EPOCHS (default "2 5 10"), and the trainer's
+BENCH_TRAINER_EPOCHS and BENCH_TRAINER_IMAGES_PER_CLASS (span 1's; span 2 holds 10% more).
 """
 
 from __future__ import annotations
@@ -19,17 +22,21 @@ import tempfile
 import components  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from benchmarks.charts import label_bars
 
+TITLE = "Warm start on a new span against training from scratch"
 SPAN_1_IMAGES_PER_CLASS = 300
-SPAN_2_IMAGES_PER_CLASS = 330
-WARM_START_EPOCHS = (2, 5, 10)  # 5 is TrainerConfig's default
+# 5 is TrainerConfig's default
+WARM_START_EPOCHS = tuple(
+    int(epochs) for epochs in os.environ.get("BENCH_WARM_START_EPOCHS", "2 5 10").split()
+)
 
 
 def run(output_dir: str) -> list[dict]:
     from benchmarks.input_data import default_dataset_splits
-    from benchmarks.regularization_bench import default_config, timed_train
+    from benchmarks.regularization_bench import default_config, images_per_class, timed_train
 
-    span_1 = default_dataset_splits(output_dir, SPAN_1_IMAGES_PER_CLASS)
-    span_2 = default_dataset_splits(output_dir, SPAN_2_IMAGES_PER_CLASS)
+    span_1_per_class = images_per_class(SPAN_1_IMAGES_PER_CLASS)
+    span_1 = default_dataset_splits(output_dir, span_1_per_class)
+    span_2 = default_dataset_splits(output_dir, round(span_1_per_class * 1.1))
     records = []
     with tempfile.TemporaryDirectory(prefix="warm-start-") as directory:
         first = timed_train(default_config(), *span_1, os.path.join(directory, "span_1"))
@@ -112,3 +119,29 @@ def chart(records: list[dict], path: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def headline(records: list[dict]) -> list[tuple[str, str]]:
+    summary = next(r for r in records if r["name"].endswith(".seconds_to_scratch_accuracy"))
+    if summary.get("warm_start_epochs") is None:
+        answer = (
+            f"no warm start reached the scratch model's accuracy ({summary['target_accuracy']:.3f})"
+        )
+    else:
+        answer = (
+            f"the scratch model's accuracy in {summary['ratio']:.2f}x its time "
+            f"({summary['warm_start_epochs']} epochs, {summary['value']:.0f} s)"
+        )
+    return [("Retraining on a new span, warm-started from the last model", answer)]
+
+
+def meaning(records: list[dict]) -> list[str]:
+    runs = [r for r in records if "setting" in r]
+    return [
+        "Eval accuracy and wall time: "
+        + ", ".join(
+            f"{r['setting'].replace('_', ' ')} {r['value']:.3f} in {r['wall_seconds']:.0f} s"
+            for r in runs
+        )
+        + ".",
+    ]

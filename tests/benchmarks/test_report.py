@@ -1,18 +1,24 @@
-"""docs/performance.md's renderer: each part's section from its own records, the machine and date
-they were measured on, and a part without a section of its own still shown."""
+"""docs/performance.md's writer: the headline table first, a short section per part from its
+own records with the date and settings they were measured with, "not measured" for a part
+without results, at most 150 lines, and links into it that resolve."""
 
+import pathlib
+import re
 import types
 
 from benchmarks import machine
 from benchmarks.report import (
     RUN_KEY,
     Section,
+    anchor,
     common_prefix,
-    default_section,
     named,
     render,
     run_context,
 )
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MAX_LINES = 150
 
 
 def measured(part: str, *records: dict, context: dict | None = None) -> list[dict]:
@@ -27,38 +33,122 @@ CONTEXT = {
 }
 
 
-def test_each_part_titles_its_table_and_notes_from_its_records():
-    custom = types.ModuleType("custom", "Custom part: a title.\n\nMore text.")
+def _part(name: str, doc: str, **functions) -> types.ModuleType:
+    module = types.ModuleType(name, doc)
+    for key, value in functions.items():
+        setattr(module, key, value)
+    return module
 
-    def section(records):
-        rate = named(records, "rate")
-        notes = (f"rate {rate['value']:.1f} images/s",)
-        return default_section(custom.__doc__, records, notes=notes)
 
-    custom.section = section
-    plain = types.ModuleType("plain", "Plain part: the docstring's first line.")
-    records = measured(
+def test_the_headline_table_comes_first_then_a_section_per_part():
+    custom = _part(
         "custom",
-        {"name": "custom.rate", "value": 1234.56, "unit": "images/s"},
-        {"name": "custom.other", "value": 0.5, "unit": "s", "baseline": "custom.x", "ratio": 2},
-        context=CONTEXT,
+        "Custom part: a title.",
+        TITLE="Custom title",
+        headline=lambda records: [("rate", f"{named(records, 'rate')['value']:,.0f} images/s")],
+        meaning=lambda records: [f"It reads {named(records, 'rate')['value']:.1f} images/s."],
+    )
+    plain = _part("plain", "Plain part: the docstring's first line.")
+    waiting = _part("waiting", "Waiting.", TITLE="Not run yet", headline=lambda records: [])
+    records = measured(
+        "custom", {"name": "custom.rate", "value": 1234.56, "unit": "images/s"}, context=CONTEXT
     ) + measured("plain", {"name": "plain.a.b", "value": 3, "unit": "s"})
 
-    page = render(records, {"plain": plain, "custom": custom})
+    page = render(records, {"plain": plain, "custom": custom, "waiting": waiting}, {"custom"})
 
-    assert page.index("(`plain`)") < page.index("(`custom`)")  # the order parts are listed in
-    assert "parts: `plain`, `custom`." in page
-    assert "## Custom part: a title (`custom`)" in page
-    assert "| rate | 1,235 | images/s |  |" in page
-    assert "| other | 0.5 | s | 2.00x x |" in page
-    assert "- rate 1234.6 images/s" in page
-    assert (
-        "Measured 2026-01-02 03:04 UTC on Test CPU, 4 cores (2 usable), 7.5 GiB memory, X, "
-        "load average 1.5 at the start; settings: `BENCH_RUNS=1`." in page
+    assert page.startswith("# Performance\n")
+    assert "2 of 3 parts have results; measured on Test CPU, 4 cores (2 usable)" in page
+    headline = page.split("## Headline\n", 1)[1].split("\n## ", 1)[0]
+    assert "| rate | 1,235 images/s | [custom](#custom-title-custom) |" in headline
+    assert "| Not run yet | not measured in this run | [waiting](#not-run-yet-waiting) |" in (
+        headline
     )
-    assert "## Plain part: the docstring's first line (`plain`)" in page
-    assert "| a.b | 3 | s |  |" in page  # a lone record keeps all but the part's name
-    assert "Measured before results recorded their machine and date." in page
+    assert "plain" not in headline  # a part without a headline has no row
+    assert page.index("(`plain`)") < page.index("(`custom`)") < page.index("(`waiting`)")
+    assert (
+        "## Custom title (`custom`)\nIt reads 1234.6 images/s. (Measured 2026-01-02 03:04 "
+        "UTC, load average 1.5; `BENCH_RUNS=1`.)\n\n![custom](performance/custom.png)" in page
+    )
+    assert "## Plain part: the docstring's first line (`plain`)\n(Measured before" in page
+    assert "![plain]" not in page  # no chart beside the page
+    assert "## Not run yet (`waiting`)\nNot measured in this run: `make bench PARTS=waiting`" in (
+        page
+    )
+    assert "1234.56" not in page  # raw figures stay in results.json
+
+
+def test_a_part_shown_whole_gives_its_own_table_under_the_headline():
+    module = _part(
+        "transfer",
+        "Transfer.",
+        section=lambda records: Section("Own", ("a", "b"), (("1", "2|3"),), ("note",)),
+    )
+    page = render(measured("transfer", {"name": "transfer.x", "value": 1}), {"transfer": module})
+    assert (
+        "**Own** ([transfer](#transfer-transfer)):\n\n| a | b |\n|---|---|\n| 1 | 2\\|3 |" in page
+    )
+    assert page.index("**Own**") < page.index("## Transfer (`transfer`)")
+    assert "## Transfer (`transfer`)\nNote (Measured before" in page  # notes mean it
+    assert "**Transfer**: not measured in this run." in render([], {"transfer": module})
+
+
+def test_the_page_of_every_part_with_results_and_charts_stays_under_150_lines():
+    """Every part of `make bench`, each with the most the real parts give: two headline rows, a
+    long meaning and a chart; the transfer table's six rows."""
+    from benchmarks.run import PARTS
+
+    def stand_in(name):
+        return _part(
+            name,
+            f"{name} part.",
+            headline=lambda records: [("what", "measured"), ("what else", "measured")],
+            meaning=lambda records: ["A sentence." * 20, "Another."],
+            section=lambda records: Section("T", ("a",), (("1",),) * 6),
+        )
+
+    parts = {name: stand_in(name) for name in PARTS}
+    records = [r for name in PARTS for r in measured(name, {"name": f"{name}.x", "value": 1})]
+    page = render(records, parts, set(PARTS))
+    assert "## Headline\n\n| what | measured | part |" in page
+    assert len(page.splitlines()) <= MAX_LINES
+
+
+def test_the_page_of_the_real_parts_without_results_names_each_unmeasured():
+    from benchmarks.run import PARTS
+
+    page = render([], PARTS)
+    assert "## Headline\n\n| what | measured | part |" in page
+    assert page.count("Not measured in this run: `make bench PARTS=") == len(PARTS)
+    assert len(page.splitlines()) <= MAX_LINES
+
+
+def test_links_to_the_page_resolve_whatever_parts_were_measured():
+    """Section titles are constants: an anchor another page links to exists in the page written
+    from no results and in the page as committed."""
+    from benchmarks.run import PARTS
+
+    linked = {
+        anchor
+        for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+        for anchor in re.findall(r"performance\.md#([\w-]+)", page.read_text())
+    }
+    committed, empty = ROOT / "docs" / "performance.md", render([], PARTS)
+    assert linked  # other pages do link into it
+    assert linked <= _anchors(committed.read_text())
+    assert linked <= _anchors(empty)
+    page_links = set(re.findall(r"\]\(#([\w-]+)\)", committed.read_text()))
+    assert page_links <= _anchors(committed.read_text())  # the headline's links to sections
+
+
+def test_the_committed_page_is_written_by_the_bench_and_short():
+    text = (ROOT / "docs" / "performance.md").read_text()
+    assert text.startswith("# Performance\n\nWritten by `make bench`")
+    assert "## Headline\n\n| what | measured | part |" in text
+    assert len(text.splitlines()) <= MAX_LINES
+
+
+def _anchors(page: str) -> set[str]:
+    return {anchor(heading) for heading in re.findall(r"^#+ (.+)$", page, flags=re.MULTILINE)}
 
 
 def test_names_lose_only_the_prefix_the_part_shares():
@@ -70,14 +160,7 @@ def test_names_lose_only_the_prefix_the_part_shares():
 
 def test_a_part_no_longer_listed_still_shows_its_results():
     page = render(measured("gone", {"name": "gone.x", "value": 1, "unit": "s"}), {})
-    assert "## gone (`gone`)" in page
-
-
-def test_a_part_may_bring_its_own_columns():
-    module = types.ModuleType("own")
-    module.section = lambda records: Section("Own", ("a", "b"), (("1", "2|3"),))
-    page = render(measured("own", {"name": "own.x", "value": 1}), {"own": module})
-    assert "| a | b |\n|---|---|\n| 1 | 2\\|3 |" in page
+    assert "## gone (`gone`)\n(Measured before" in page
 
 
 def test_machine_read_from_proc_files(tmp_path):
