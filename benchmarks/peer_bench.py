@@ -18,8 +18,9 @@ are given. The script validates after every epoch, so its time to TARGET is exac
 imgpipe evaluates once, after training, so its time to TARGET is the whole run's when the final
 accuracy reaches it. The script's eval images are its own 20% validation split, imgpipe's its
 hash-based eval split: the same share of the same images, not the same files.
-Also: the Trainer's training step at 224 px with MobileNetV3Small fed by its input pipeline from
-photo shards against the same step fed a synthetic batch in memory (its data-free limit).
+Also: the Trainer's training step at LIMIT_SIZE px with MobileNetV3Small fed by its input
+pipeline from photo shards against the same step fed a synthetic batch in memory (its data-free
+limit).
 
 Sizes come from the environment:
   BENCH_PEER_IMAGES    image counts of the photo-like JPEGs (default "2000 8000")
@@ -27,6 +28,7 @@ Sizes come from the environment:
   BENCH_PEER_TARGET    the accuracy of "time to accuracy" (default 0.9)
   BENCH_PEER_EPOCHS    epochs of every contender (default: the Trainer's default)
   BENCH_PEER_ROUNDS    rounds of every contender at every size (default 3)
+  BENCH_PEER_LIMIT_SIZE  image side of the MobileNetV3Small step (default 224)
 """
 
 from __future__ import annotations
@@ -49,7 +51,13 @@ TARGET = float(os.environ.get("BENCH_PEER_TARGET", "0.9"))
 EPOCHS = os.environ.get("BENCH_PEER_EPOCHS")
 ROUNDS = int(os.environ.get("BENCH_PEER_ROUNDS", "3"))
 PREFIX = "peer"
-LIMIT_SPEC = {"model": "mobilenet_v3_small", "image_size": 224, "batch_size": 16, "mode": "graph"}
+LIMIT_SIZE = int(os.environ.get("BENCH_PEER_LIMIT_SIZE", "224"))
+LIMIT_SPEC = {
+    "model": "mobilenet_v3_small",
+    "image_size": LIMIT_SIZE,
+    "batch_size": 16,
+    "mode": "graph",
+}
 LIMIT_STEPS = {"warmup": 2, "steps": 8, "repeats": 1}
 
 
@@ -168,7 +176,8 @@ def median_of_rounds(rounds: list[dict[str, dict]]) -> dict[str, dict]:
 
 
 def synthetic_limit(workdir: str) -> dict[str, dict]:
-    """MobileNetV3Small at 224 px: the Trainer's step on photo shards and on a synthetic batch."""
+    """MobileNetV3Small at LIMIT_SIZE px: the Trainer's step on photo shards and on a synthetic
+    batch."""
     from benchmarks.input_data import photo_shards
     from benchmarks.training_bench import measure_in_child
 
@@ -234,13 +243,13 @@ def run(workdir: str) -> list[dict]:
     limit = synthetic_limit(workdir)
     for data in ("synthetic", "real"):
         record = {
-            "name": f"{PREFIX}.mobilenet_v3_small_224.{data}.images_per_s",
+            "name": f"{PREFIX}.mobilenet_v3_small_{LIMIT_SIZE}.{data}.images_per_s",
             "value": limit[data]["images_per_s"],
             "unit": "images/s",
         }
         if data == "real":
             record.update(
-                baseline=f"{PREFIX}.mobilenet_v3_small_224.synthetic.images_per_s",
+                baseline=f"{PREFIX}.mobilenet_v3_small_{LIMIT_SIZE}.synthetic.images_per_s",
                 ratio=limit["real"]["images_per_s"] / limit["synthetic"]["images_per_s"],
             )
         records.append(record)
