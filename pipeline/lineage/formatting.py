@@ -20,8 +20,8 @@ from pipeline.lineage import (
     RunDiff,
     TrainedModel,
 )
+from pipeline.lineage.eval_overlap import EvalOverlap
 from pipeline.lineage.predictions_edits import MAX_LISTED
-from pipeline.validation.eval_overlap import EvalOverlap
 
 
 def to_json(answer) -> str:

@@ -22,6 +22,7 @@ from data_prep.reading import file_access
 from data_prep.writing.ingest_outputs import read_source_index
 from pipeline import exit_codes
 from pipeline.exit_codes import STOPPED_BY_EVALUATOR, STOPPED_BY_GATE, STOPPED_BY_SERVING_CHECK
+from pipeline.lineage.eval_overlap import eval_overlap
 from pipeline.lineage.metrics import eval_accuracy, validation_failures
 from pipeline.lineage.models import examples_source_index
 from pipeline.lineage.run_contexts import RunMembers, runs_in_store
@@ -39,7 +40,6 @@ from pipeline.lineage.store import (
     plain_value,
     read_json,
 )
-from pipeline.validation.eval_overlap import eval_overlap
 
 GATE_NODE = "DataGate"
 STOPPED = "stopped"  # the status of a run the data gate stopped
@@ -104,7 +104,7 @@ class PipelineRun:
     # Set when the Evaluator compared with no baseline although one was blessed: why.
     baseline_skipped: str | None = None
     # The eval images the Evaluator compared the candidate and its baseline on, against the
-    # baseline's own eval set (pipeline/validation/eval_overlap.py: compared, kept, gone,
+    # baseline's own eval set (pipeline/lineage/eval_overlap.py: compared, kept, gone,
     # trained_on); None without a baseline model.
     eval_overlap: dict | None = None
     # The image size and brightness distances a passing data gate measured

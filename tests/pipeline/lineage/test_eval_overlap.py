@@ -9,8 +9,8 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
 from components import metadata_keys
 from pipeline.lineage import runs
+from pipeline.lineage.eval_overlap import EvalOverlap, eval_overlap
 from pipeline.lineage.store import MetadataGraph
-from pipeline.validation.eval_overlap import EvalOverlap, eval_overlap
 
 
 def _rows(**splits):
