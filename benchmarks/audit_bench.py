@@ -16,6 +16,12 @@ Measured, per dataset and method:
 - precision: the share of suspects that were flipped;
 - the audit's wall time, its ingest included (the same ingest for both methods);
 - the held-out accuracy of the fold models over every image.
+
+Settings (environment), besides BENCH_AUDIT_METHODS:
+  BENCH_AUDIT_FOLDS             FOLDS (default 5)
+  BENCH_AUDIT_DIGITS_PER_CLASS  DIGITS_PER_CLASS (default 50)
+  BENCH_AUDIT_PHOTOS            PHOTO_COUNT (default 350)
+  BENCH_AUDIT_PRESET            the training method's preset, local or runlocal (default local)
 """
 
 from __future__ import annotations
@@ -32,11 +38,12 @@ from benchmarks.report import Section
 
 TITLE = "Label audit: flipped labels found over every image"
 FLIPPED_SHARE = 0.05
-FOLDS = 5
+FOLDS = int(os.environ.get("BENCH_AUDIT_FOLDS", "5"))
 SEED = 0
-DIGITS_PER_CLASS = 50
+DIGITS_PER_CLASS = int(os.environ.get("BENCH_AUDIT_DIGITS_PER_CLASS", "50"))
 DIGIT_SIDE = 64
-PHOTO_COUNT = 350
+PHOTO_COUNT = int(os.environ.get("BENCH_AUDIT_PHOTOS", "350"))
+PRESET = os.environ.get("BENCH_AUDIT_PRESET", "local")
 DATASETS = ("digits", "photos")
 METHODS = tuple(os.environ.get("BENCH_AUDIT_METHODS", "embeddings training").split())
 
@@ -87,6 +94,7 @@ def _audit(folder: str, build_dir: str, method: str) -> tuple[dict, float, list[
 
     command = [sys.executable, "-m", "pipeline.cli", "audit", "--data", folder]
     command += ["--build-dir", build_dir, "--folds", str(FOLDS), "--method", method]
+    command += ["--preset", PRESET]
     started = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     seconds = time.perf_counter() - started
@@ -195,3 +203,19 @@ def section(records: list[dict]) -> Section:
         tuple(rows),
         notes,
     )
+
+
+def meaning(records: list[dict]) -> list[str]:
+    by_name = {r["name"]: r for r in records}
+    found = [
+        f"{dataset} by {method}: recall {by_name[prefix + 'recall']['value']:.2f}, precision "
+        f"{by_name[prefix + 'precision']['value']:.2f} in "
+        f"{by_name[prefix + 'wall_seconds']['value']:.0f} s"
+        for dataset in DATASETS
+        for method in METHODS
+        if (prefix := f"audit.{dataset}.{method}.") + "recall" in by_name
+    ]
+    return [
+        "Flipped labels found (" + "; ".join(found) + ")." if found else "",
+        *section(records).notes[:1],
+    ]

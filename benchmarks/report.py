@@ -178,7 +178,11 @@ def render(
         if not mine:
             lines.append(f"{NOT_MEASURED.capitalize()}: `make bench PARTS={name}` measures it.")
             continue
-        sentences = [sentence[:1].upper() + sentence[1:] for sentence in meaning(module, mine)]
+        sentences = [
+            sentence[:1].upper() + sentence[1:] + ("" if sentence.endswith((".", ")")) else ".")
+            for sentence in meaning(module, mine)
+            if sentence
+        ]
         lines.append(" ".join([*sentences, _provenance(mine)]))
         if name in charts:
             lines += ["", f"![{name}]({CHARTS_FOLDER}/{name}.png)"]

@@ -44,7 +44,8 @@ TINY = {
     },
     "audit": {
         "BENCH_AUDIT_FOLDS": "2",
-        "BENCH_AUDIT_IMAGES_PER_CLASS": "30",
+        "BENCH_AUDIT_DIGITS_PER_CLASS": "12",
+        "BENCH_AUDIT_PHOTOS": "100",
         "BENCH_AUDIT_PRESET": "runlocal",
     },
     "serving": {"BENCH_SERVING_RUNS": "1", "BENCH_SERVING_REQUESTS": "20"},

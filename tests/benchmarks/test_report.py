@@ -88,7 +88,7 @@ def test_a_part_shown_whole_gives_its_own_table_under_the_headline():
         "**Own** ([transfer](#transfer-transfer)):\n\n| a | b |\n|---|---|\n| 1 | 2\\|3 |" in page
     )
     assert page.index("**Own**") < page.index("## Transfer (`transfer`)")
-    assert "## Transfer (`transfer`)\nNote (Measured before" in page  # notes mean it
+    assert "## Transfer (`transfer`)\nNote. (Measured before" in page  # notes mean it
     assert "**Transfer**: not measured in this run." in render([], {"transfer": module})
 
 
