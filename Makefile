@@ -34,7 +34,7 @@ AIRFLOW_ENV := AIRFLOW_HOME=$(abspath $(BUILD))/airflow \
 IMAGE ?= imgpipe:latest
 PIPELINE_ROOT ?= gs://YOUR_BUCKET/imgpipe
 
-.PHONY: help setup system-packages test test-fast lint run-local run-local-cluster bench bench-gpu orchestrators airflow airflow-test compile-vertex
+.PHONY: help setup system-packages test test-fast bench-test lint run-local run-local-cluster bench bench-gpu orchestrators airflow airflow-test compile-vertex
 
 help:
 	@echo "make run-local [DATA=/path/to/images] [SET='trainer.epochs=5 ...']"
@@ -42,6 +42,7 @@ help:
 	@echo "make run-local-cluster [DATA=...] [SET=...]  the same, Beam on a local job service + worker pool"
 	@echo "make test                              full test suite (builds .venv first)"
 	@echo "make test-fast                         unit tests only (about a minute)"
+	@echo "make bench-test                        every benchmark part on tiny settings (runs, not figures)"
 	@echo "make bench [PARTS='input ingest']      benchmarks -> build/bench, docs/performance.md"
 	@echo "make bench-gpu [OUTPUT=dir]             ResNet-50 on a CUDA machine (< 8 min; not in CI)"
 	@echo "make lint | make setup"
@@ -67,10 +68,15 @@ system-packages:
 	@.ci/system-packages
 
 test: $(STAMP) system-packages
-	$(BIN)/python -m pytest -q -m "not orchestrators" --timeout=1200 --durations=15 $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -m "not orchestrators and not bench" --timeout=1200 --durations=15 $(TEST_WORKERS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not orchestrators" --timeout=120 $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -m "not slow and not orchestrators and not bench" --timeout=120 $(TEST_WORKERS)
+
+# Every part of `make bench` on tiny settings, so none rots unseen: the parts run whole pipelines
+# and several TensorFlow processes, so they are their own target; two at a time, one per core.
+bench-test: $(STAMP)
+	$(BIN)/python -m pytest -q -m bench --timeout=2400 -n 2 --dist load tests/benchmarks/test_parts.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check data_prep components pipeline benchmarks tests

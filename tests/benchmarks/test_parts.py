@@ -65,7 +65,7 @@ def test_every_part_has_tiny_settings_or_a_reason():
     assert sorted(PARTS) == sorted([*TINY, *UNSIZED])
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.parametrize("part", sorted(TINY))
 def test_the_part_runs_charts_and_renders_on_tiny_settings(part, tmp_path):
     output, page = tmp_path / "bench", tmp_path / "performance.md"
