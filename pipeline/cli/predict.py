@@ -142,7 +142,8 @@ def _model(args, target) -> tuple[str, int | None]:
 
 
 def _score(args, inputs: list[str], model_dir: str, beam_args: list[str]):
-    from pipeline.serving.predict import PredictSettings, predict
+    from pipeline.serving.predict import predict
+    from pipeline.serving.scoring import PredictSettings
 
     settings = PredictSettings(top_k=args.top_k, min_confidence=args.min_confidence)
     return predict(inputs, model_dir, settings, args.output, tuple(beam_args))

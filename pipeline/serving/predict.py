@@ -1,7 +1,7 @@
 """Classifies image files with an exported model: what `imgpipe predict` runs. Fewer than
 BEAM_FROM_FILES files are scored in this process (the model loaded once, no Beam imported); more
 files, or any Beam option, run one Beam job (pipeline/serving/predict_beam.py) on the runners
-the ingest runs on.
+the ingest runs on; pipeline/serving/scoring.py holds what both share.
 
 Inputs are files, folders (every file below them) and manifests (the ingest's CSV or JSON lines,
 labels optional). A file's class folder or manifest label is its label when at least one input
@@ -20,8 +20,6 @@ import dataclasses
 import os
 import tempfile
 
-import numpy as np
-
 from components.serving.versions import served_version, version_dir
 from data_prep.reading import inspection
 from data_prep.reading.image_validation import ImageLimits
@@ -32,45 +30,22 @@ from data_prep.reading.sources import (
     read_manifest,
 )
 from data_prep.writing.local_files import create_exclusively
-from pipeline.predictions_file import (
-    IGNORED,
-    REJECTED,
-    SCORED,
-    PredictionRow,
-    read_rows,
-    write_rows,
+from pipeline.predictions_file import SCORED, PredictionRow, read_rows, write_rows
+from pipeline.serving.scoring import (
+    MAX_BATCH_SIZE,
+    ImageModel,
+    PredictSettings,
+    examine,
+    failed_rows,
+    model_version,
+    scored_row,
 )
 
-MAX_BATCH_SIZE = 64
 # Fewer files are scored in this process. Below data_prep.runtime.running_mode's
 # IN_PROCESS_MAX_FILES the DirectRunner runs in this process too, so Beam would add its import
 # and its job's start and nothing else; from there it spreads the files over worker processes.
 BEAM_FROM_FILES = 20_000
 EXPLAIN_CHUNK = 256  # images read back and explained at a time
-DEFAULT_MIN_CONFIDENCE = 0.5
-INFERENCE_FAILED = "inference_failed"  # the model raised on a batch holding the file
-
-
-@dataclasses.dataclass(frozen=True)
-class PredictSettings:
-    """How files are scored.
-
-    Attributes:
-      top_k: classes listed per file, most probable first.
-      min_confidence: a top probability below it marks the prediction as low confidence.
-      limits: the ingest's per-image limits, applied to every file before it is decoded.
-    """
-
-    top_k: int = 3
-    min_confidence: float = DEFAULT_MIN_CONFIDENCE
-    limits: ImageLimits = ImageLimits()
-
-    def validate(self) -> PredictSettings:
-        if self.top_k < 1:
-            raise ValueError(f"--top-k must be at least 1, got {self.top_k}")
-        if not 0.0 <= self.min_confidence <= 1.0:
-            raise ValueError(f"--min-confidence must be within 0 and 1, got {self.min_confidence}")
-        return self
 
 
 def resolve_model_dir(path: str) -> str:
@@ -83,12 +58,6 @@ def resolve_model_dir(path: str) -> str:
             f"{path} holds no SavedModel (saved_model.pb), nor numbered versions"
         )
     return version_dir(path, version)
-
-
-def model_version(model_dir: str) -> str:
-    """A pushed version's number (its folder's name), else the model's folder."""
-    name = os.path.basename(os.path.normpath(model_dir))
-    return name if name.isdigit() else os.path.abspath(model_dir)
 
 
 def list_inputs(inputs: list[str]) -> list[SourceFile]:
@@ -110,69 +79,6 @@ def list_inputs(inputs: list[str]) -> list[SourceFile]:
                 seen.add(source.path)
                 sources.append(source)
     return sources
-
-
-class ImageModel:
-    """The exported SavedModel's image signature: a batch of encoded JPEG or PNG images in, one
-    row of class probabilities (in label-id order) out per image. Loaded with
-    tf.saved_model.load, as a model server does: the signatures decode and preprocess their own
-    inputs, which the bare Keras network would not."""
-
-    def __init__(self, model_dir: str):
-        import tensorflow as tf
-
-        from components.training.export import IMAGES_SIGNATURE
-
-        self._serve = tf.saved_model.load(model_dir).signatures[IMAGES_SIGNATURE]
-
-    def probabilities(self, images: list[bytes]) -> np.ndarray:
-        import tensorflow as tf
-
-        return self._serve(images=tf.constant(images, tf.string))["probabilities"].numpy()
-
-
-Key = tuple[str, str, str]  # (file, sha256 of its bytes, label)
-
-
-def examine(source: SourceFile, limits: ImageLimits) -> tuple[Key, bytes] | PredictionRow:
-    """A scorable image as (key, encoded bytes); any other file as its row."""
-    outcome, accepted = inspection.examine_source(source, limits)
-    label = source.label or ""
-    if outcome.status == inspection.ACCEPTED:
-        return (source.path, outcome.sha256, label), accepted.encoded
-    status = IGNORED if outcome.status == inspection.IGNORED else REJECTED
-    return PredictionRow(
-        source.path, status, reason=outcome.reason, detail=outcome.detail, label=label
-    )
-
-
-def scored_row(
-    key: Key, probabilities, label_names: tuple[str, ...], settings: PredictSettings, version: str
-) -> PredictionRow:
-    path, sha256, label = key
-    row = np.asarray(probabilities)
-    best = np.argsort(-row, kind="stable")[: settings.top_k]
-    top_k = tuple((label_names[i], float(row[i])) for i in best)
-    return PredictionRow(
-        path,
-        SCORED,
-        top_k=top_k,
-        low_confidence=top_k[0][1] < settings.min_confidence,
-        model_version=version,
-        sha256=sha256,
-        label=label,
-    )
-
-
-def failed_rows(keys: list[Key], error: str) -> list[PredictionRow]:
-    """The rows of a batch the model raised on; error as `Type: message`, its first line kept."""
-    detail = error.splitlines()[0][:500]
-    return [
-        PredictionRow(
-            path, REJECTED, reason=INFERENCE_FAILED, detail=detail, sha256=sha256, label=label
-        )
-        for path, sha256, label in keys
-    ]
 
 
 def score_in_process(

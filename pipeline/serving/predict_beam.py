@@ -18,7 +18,7 @@ from data_prep.reading.image_validation import ImageLimits
 from data_prep.reading.sources import SourceFile
 from pipeline.config.beam_options import resolve_beam_args
 from pipeline.predictions_file import PredictionRow, write_rows
-from pipeline.serving.predict import (
+from pipeline.serving.scoring import (
     MAX_BATCH_SIZE,
     ImageModel,
     PredictSettings,

@@ -19,7 +19,8 @@ from PIL import Image
 from pipeline.cli import main
 from pipeline.predictions_file import PredictionRow, read_rows
 from pipeline.serving import predict as predict_module
-from pipeline.serving.predict import PredictSettings, predict, resolve_model_dir
+from pipeline.serving.predict import predict, resolve_model_dir
+from pipeline.serving.scoring import PredictSettings
 from tests.components.conftest import export_model_artifact
 from tests.data_prep import image_files
 

@@ -21,7 +21,8 @@ import pytest
 import skimage.data
 from PIL import Image
 
-from pipeline.serving.predict import PredictSettings, predict
+from pipeline.serving.predict import predict
+from pipeline.serving.scoring import PredictSettings
 from tests.components.conftest import export_model_artifact
 from tests.data_prep.hostile_corpus import HOSTILE_CLASS, write_hostile_corpus
 
