@@ -28,13 +28,13 @@ from tfx.types.channel import Channel
 from components.artifacts import IngestReport
 from components.evaluation import evaluator as evaluator_module
 from components.evaluation.evaluation_report import EvaluationReportGen
-from components.evaluation.model_card import ModelCardGen
 from components.ingest.image_example_gen import ImageExampleGen
 from components.metadata_keys import (
     CODE_FINGERPRINT_KEY,
     MODEL_CARD_OUTPUT_KEY,
     TRAINER_CONFIG_KEY,
 )
+from components.serving.model_card import ModelCardGen
 from components.serving.pusher import Pusher
 from components.serving.serving_check import ServingCheck
 from components.serving.tflite_export import TFLiteExport

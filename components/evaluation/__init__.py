@@ -1,1 +1,1 @@
-"""Evaluation: TFMA's module code, the evaluation report, Grad-CAM and the model card."""
+"""Evaluation: TFMA's module code, the evaluation report and Grad-CAM."""

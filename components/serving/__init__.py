@@ -1,1 +1,1 @@
-"""Serving and pushing: the serving check, TFLite exports and the verified push."""
+"""Serving and pushing: the serving check, TFLite exports, the model card and the verified push."""

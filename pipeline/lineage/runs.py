@@ -15,8 +15,8 @@ from components.evaluation.evaluation_report_reader import (
     read_report,
     small_eval_warning,
 )
-from components.evaluation.model_card_reader import card_folder
 from components.ingest.ingest_report_reader import IngestReportRecord
+from components.serving.model_card_reader import card_folder
 from data_prep.contract.label_map import names_by_id
 from data_prep.reading import file_access
 from data_prep.writing.ingest_outputs import read_source_index

@@ -17,13 +17,13 @@ from collections.abc import Callable
 import markupsafe
 from ml_metadata.metadata_store import metadata_store
 
-from components.evaluation.model_card_reader import (
+from components.serving import serving_root
+from components.serving.model_card_reader import (
     CARD_JSON,
     CARD_MARKDOWN,
     EVALUATION_DIR,
     TFLITE_DIR,
 )
-from components.serving import serving_root
 from components.serving.versions import served_version
 from pipeline import lineage
 from pipeline.ui import curves

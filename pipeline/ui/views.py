@@ -287,7 +287,7 @@ def eval_images(examples: lineage.ArtifactRecord, source_paths: tuple[str, ...])
 
 
 def _model_card(run: lineage.PipelineRun) -> str | None:
-    from components.evaluation.model_card_reader import read_card_markdown
+    from components.serving.model_card_reader import read_card_markdown
 
     return None if run.model_card is None else read_card_markdown(run.model_card)
 

@@ -12,8 +12,8 @@ from components.artifacts import (
     ModelCard,
     TFLiteModel,
 )
-from components.evaluation.model_card import ModelCardGen
 from components.ingest.image_example_gen import ImageExampleGen
+from components.serving.model_card import ModelCardGen
 from components.validation import data_gate
 from components.validation.data_health import DataHealthGen
 

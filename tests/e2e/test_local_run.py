@@ -20,8 +20,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.evaluation import model_card
 from components.metadata_keys import WARM_STARTED_FROM_PROPERTY
+from components.serving import model_card
 from components.training.export import IMAGES_SIGNATURE
 from components.training.runtime import choose_precision
 from components.training.serving_assets import ASSETS_EXTRA, WARMUP_FILE

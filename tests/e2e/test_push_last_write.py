@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from components.evaluation.model_card_reader import CARD_JSON, CARD_MARKDOWN
 from components.serving import pusher
+from components.serving.model_card_reader import CARD_JSON, CARD_MARKDOWN
 from pipeline.lineage import run_record
 from pipeline.runners.local import open_store, run_local
 from tests.pipeline.tiny_pipeline import tiny_config, write_images

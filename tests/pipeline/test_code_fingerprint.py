@@ -74,7 +74,7 @@ def test_the_same_tree_elsewhere_has_the_same_fingerprint(tmp_path):
     """Paths are hashed relative to the project root: a checkout's location is not code."""
     for package in module.OWN_PACKAGES:
         shutil.copytree(PROJECT_ROOT / package, tmp_path / package)
-    name = "components.evaluation.model_card"
+    name = "components.serving.model_card"
     assert code_fingerprint(name, tmp_path) == code_fingerprint(name)
 
 
@@ -119,7 +119,7 @@ def test_editing_ingest_code_re_runs_the_ingest(tmp_path):
 
 
 def test_editing_the_model_card_re_writes_cards_only(tmp_path):
-    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "components/evaluation/model_card.py")
+    changed = _nodes_whose_settings_an_edit_changes(tmp_path, "components/serving/model_card.py")
     assert changed == {"ModelCardGen"}
 
 

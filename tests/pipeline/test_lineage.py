@@ -13,8 +13,8 @@ import sys
 import pytest
 import tensorflow_model_analysis as tfma
 
-from components.evaluation import model_card
 from components.ingest import image_example_gen
+from components.serving import model_card
 from components.training import trainer as trainer_module
 from data_prep.reading.sources import input_fingerprint
 from pipeline import exit_codes, lineage

@@ -35,13 +35,13 @@ from components.artifacts import DataHealth, EvaluationReport, IngestReport, Mod
 from components.evaluation import evaluation_report
 from components.evaluation.class_metrics import shown
 from components.evaluation.evaluation_report_reader import small_eval_warning
-from components.evaluation.model_card_reader import (
+from components.serving import serving_check, tflite_export
+from components.serving.model_card_reader import (
     CARD_JSON,
     CARD_MARKDOWN,
     EVALUATION_DIR,
     TFLITE_DIR,
 )
-from components.serving import serving_check, tflite_export
 from components.training.serving_assets import read_label_names
 from components.validation.data_health import HEALTH_FILE, read_health
 from components.validation.data_health import counts as health_counts

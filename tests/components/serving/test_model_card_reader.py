@@ -3,7 +3,7 @@ pushed it there, else in the artifact's own folder."""
 
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb2
 
-from components.evaluation.model_card_reader import CARD_MARKDOWN, card_folder, read_card_markdown
+from components.serving.model_card_reader import CARD_MARKDOWN, card_folder, read_card_markdown
 
 
 def test_the_card_folder_is_the_version_pushed_with_it_else_its_own():

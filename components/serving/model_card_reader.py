@@ -1,6 +1,6 @@
 """The ModelCard artifact read back: the folder its card lies in and the card's files. No TFX
 import: the lineage commands and the UI read cards without loading TensorFlow. The writer is
-components/evaluation/model_card.py, with these very names."""
+components/serving/model_card.py, with these very names."""
 
 from __future__ import annotations
 

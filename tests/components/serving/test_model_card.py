@@ -7,9 +7,8 @@ import os
 
 import pytest
 
-from components.evaluation import model_card
 from components.evaluation.evaluation_report import CONFUSION_PNG, MISCLASSIFIED_CSV, REPORT_FILE
-from components.serving import tflite_export
+from components.serving import model_card, tflite_export
 
 
 def test_trainer_reports_reads_every_json_file_and_tolerates_a_broken_one(tmp_path):
@@ -43,7 +42,7 @@ def test_signature_spec_reads_both_signatures_from_the_saved_model(model_artifac
 
 
 def test_class_names_in_the_markdown_card_show_html_and_control_characters_as_text():
-    from components.evaluation.model_card import markdown_text
+    from components.serving.model_card import markdown_text
 
     assert markdown_text("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
     assert markdown_text("cat\x1b[31m|dog") == "cat\\x1b[31m\\|dog"
