@@ -218,10 +218,14 @@ def low_outliers(values: list[float], labels: list[str]) -> list[bool]:
     for index, label in enumerate(labels):
         by_label.setdefault(label, []).append(index)
     for members in by_label.values():
-        own = np.array([values[i] for i in members], dtype=np.float64)
+        # A value that is not finite (an image without signals) is never an outlier, nor counted.
+        measured = [i for i in members if math.isfinite(values[i])]
+        if not measured:
+            continue
+        own = np.array([values[i] for i in measured], dtype=np.float64)
         median = np.median(own)
         spread = max(1.4826 * np.median(np.abs(own - median)), OUTLIER_MIN_SPREAD)
-        for i, value in zip(members, own, strict=True):
+        for i, value in zip(measured, own, strict=True):
             result[i] = bool((value - median) / spread < -OUTLIER_Z)
     return result
 

@@ -1,4 +1,5 @@
 import io
+import math
 
 import imagehash
 import numpy as np
@@ -183,3 +184,10 @@ def test_odd_size_is_far_from_the_dataset():
     assert health.odd_size_flags(sizes) == [False] * 12 + [True]
     assert health.odd_size_flags([(64, 64)] * 9 + [(65, 64)]) == [False] * 9 + [True]
     assert health.odd_size_flags([]) == []
+
+
+def test_images_without_signals_are_never_low_outliers_nor_counted():
+    unmeasured = [math.inf] * 4 + [7.0, 7.2, 6.9, 0.4]
+    labels = ["photo"] * 8
+    assert health.low_outliers(unmeasured, labels) == [False] * 7 + [True]
+    assert health.low_outliers([math.inf] * 3, ["one"] * 3) == [False] * 3
