@@ -24,7 +24,6 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from apache_beam.io.filesystems import FileSystems
 from google.protobuf import json_format
-from tensorflow.core.protobuf import saved_model_pb2
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact, artifact_utils, standard_artifacts
@@ -35,7 +34,7 @@ from components.artifacts import DataHealth, EvaluationReport, IngestReport, Mod
 from components.evaluation import evaluation_report
 from components.evaluation.class_metrics import shown
 from components.evaluation.evaluation_report_reader import small_eval_warning
-from components.serving import serving_check, tflite_export
+from components.serving import serving_check, serving_probe, tflite_export
 from components.serving.model_card_reader import (
     CARD_JSON,
     CARD_MARKDOWN,
@@ -65,10 +64,7 @@ PACKAGES = (
 def signature_spec(saved_model_dir: str) -> dict:
     """Each serving signature's inputs and outputs (dtype, shape; None = any size), read from
     saved_model.pb without loading the model."""
-    saved_model = saved_model_pb2.SavedModel()
-    with tf.io.gfile.GFile(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as handle:
-        saved_model.ParseFromString(handle.read())
-    signatures = saved_model.meta_graphs[0].signature_def
+    signatures = serving_probe.saved_model_proto(saved_model_dir).meta_graphs[0].signature_def
 
     def tensors(infos) -> dict:
         return {

@@ -80,16 +80,21 @@ def check_outputs(
     return problems
 
 
+def saved_model_proto(model_dir: str) -> saved_model_pb2.SavedModel:
+    """The SavedModel's saved_model.pb, parsed without loading the model."""
+    saved_model = saved_model_pb2.SavedModel()
+    graph_file = os.path.join(model_dir, tf.saved_model.SAVED_MODEL_FILENAME_PB)
+    with tf.io.gfile.GFile(graph_file, "rb") as handle:
+        saved_model.ParseFromString(handle.read())
+    return saved_model
+
+
 def stock_tensorflow_problems(model_dir: str) -> list[str]:
     """What in the SavedModel would fail, or behave otherwise, in a process that has only
     imported TensorFlow; empty when nothing would. Raises what parsing a broken file raises."""
     stock_ops = frozenset(name for name in dir(tf.raw_ops) if not name.startswith("_"))
     problems = set()
-    saved_model = saved_model_pb2.SavedModel()
-    graph_file = os.path.join(model_dir, tf.saved_model.SAVED_MODEL_FILENAME_PB)
-    with tf.io.gfile.GFile(graph_file, "rb") as handle:
-        saved_model.ParseFromString(handle.read())
-    for meta_graph in saved_model.meta_graphs:
+    for meta_graph in saved_model_proto(model_dir).meta_graphs:
         library = meta_graph.graph_def.library
         functions = {function.signature.name for function in library.function}
         nodes = [*meta_graph.graph_def.node, *(n for f in library.function for n in f.node_def)]

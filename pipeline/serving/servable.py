@@ -18,10 +18,9 @@ import time
 import numpy as np
 import tensorflow as tf
 from google.protobuf import json_format
-from tensorflow.python.saved_model import loader_impl
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from components.serving.serving_probe import replay
+from components.serving.serving_probe import replay, saved_model_proto
 from components.training.serving_assets import (
     EXAMPLES_INPUT,
     IMAGES_INPUT,
@@ -63,7 +62,7 @@ def load_servable(version: int, model_dir: str) -> Servable:
     start = time.perf_counter()
     try:
         model = tf.saved_model.load(model_dir)
-        meta_graph = loader_impl.parse_saved_model(model_dir).meta_graphs[0]
+        meta_graph = saved_model_proto(model_dir).meta_graphs[0]
         label_names = read_label_names(model_dir)
         warmup = read_warmup_requests(model_dir)
     except Exception as error:  # noqa: BLE001  whatever a broken version raises refuses it
