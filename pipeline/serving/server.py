@@ -12,7 +12,9 @@ version is loaded and warmed up in that thread while the current one keeps answe
 swapped in with one assignment. A version that fails to load or to answer its warmup is not
 served (the current one stays) and is tried again only once its files change. Requests run on
 a fixed pool of threads: TensorFlow releases the interpreter while it computes, and each thread
-keeps one supervised image-check child (data_prep/runtime/supervised.py).
+keeps one supervised image-check child (data_prep/runtime/supervised.py). Each request's body
+and images are checked on its own; concurrent requests then share model calls
+(pipeline/serving/batching.py).
 """
 
 from __future__ import annotations
@@ -35,12 +37,14 @@ from starlette.routing import Route
 from components.serving.versions import served_version, version_dir
 from data_prep.reading.image_validation import ImageLimits
 from pipeline.serving import rest_api
+from pipeline.serving.batching import Batcher
 from pipeline.serving.rest_api import BAD_REQUEST, NOT_FOUND, TOO_LARGE, ApiError
 from pipeline.serving.servable import NotServable, Servable, checked_images, load_servable
 
 LOGGER = logging.getLogger(__name__)
 PREDICT_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?:(\w+)", re.IGNORECASE)
 STATUS_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?(/metadata)?", re.IGNORECASE)
+MAX_BATCH, BATCH_WAIT_MS = 8, 5.0  # measured with `make bench PARTS=serve`: docs/models.md
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,12 +55,17 @@ class ServeSettings:
       max_request_bytes: a request body above this gets 413 before it is parsed.
       poll_seconds: how often the serving folder is looked at for another version.
       threads: requests computed at once.
+      max_batch: rows of concurrent requests run as one model call; 1 runs each alone.
+      batch_wait_ms: how long a request waits for others while a model call runs; 0 runs
+        each alone.
       limits: the ingest's per-image limits, applied to every image before it is decoded.
     """
 
     max_request_bytes: int = 32 * 1024 * 1024
     poll_seconds: float = 2.0
     threads: int = 4
+    max_batch: int = MAX_BATCH
+    batch_wait_ms: float = BATCH_WAIT_MS
     limits: ImageLimits = ImageLimits()
 
     def validate(self) -> ServeSettings:
@@ -68,6 +77,10 @@ class ServeSettings:
             raise ValueError(f"--poll-seconds must be above 0, got {self.poll_seconds}")
         if self.threads < 1:
             raise ValueError(f"--threads must be at least 1, got {self.threads}")
+        if self.max_batch < 1:
+            raise ValueError(f"--max-batch must be at least 1, got {self.max_batch}")
+        if self.batch_wait_ms < 0:
+            raise ValueError(f"--batch-wait-ms must be 0 or more, got {self.batch_wait_ms}")
         return self
 
 
@@ -131,10 +144,11 @@ def _file_stats(folder: str) -> tuple:
 def create_app(watcher: VersionWatcher, settings: ServeSettings) -> Starlette:
     """The ASGI app answering TensorFlow Serving's REST paths for watcher's model."""
     pool = concurrent.futures.ThreadPoolExecutor(settings.threads, "imgpipe-serve")
+    batcher = Batcher(pool, settings.max_batch, settings.batch_wait_ms / 1000)
 
     async def handle(request: Request) -> Response:
         try:
-            body = await _dispatch(request, watcher, settings, pool)
+            body = await _dispatch(request, watcher, settings, pool, batcher)
             status = 200
         except ApiError as error:
             body, status = error.body(), error.status
@@ -146,7 +160,7 @@ def create_app(watcher: VersionWatcher, settings: ServeSettings) -> Starlette:
     return Starlette(routes=[Route("/v1/{path:path}", handle, methods=["GET", "POST"])])
 
 
-async def _dispatch(request: Request, watcher, settings: ServeSettings, pool) -> dict:
+async def _dispatch(request: Request, watcher, settings: ServeSettings, pool, batcher) -> dict:
     path, method = request.url.path, request.method
     if method == "POST" and (match := PREDICT_PATH.fullmatch(path)):
         name, version, verb = match.groups()
@@ -155,7 +169,11 @@ async def _dispatch(request: Request, watcher, settings: ServeSettings, pool) ->
         servable = _servable(watcher, name, version)
         body = await _body(request, settings.max_request_bytes)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(pool, _predict, servable, body, settings.limits)
+        parsed, tensors = await loop.run_in_executor(
+            pool, _predict_inputs, servable, body, settings.limits
+        )
+        outputs = await batcher.predict(servable, parsed.signature_name, tensors)
+        return rest_api.response_body(outputs, parsed.row_format)
     if method == "GET" and (match := STATUS_PATH.fullmatch(path)):
         name, version, metadata = match.groups()
         servable = _servable(watcher, name, version, loading_counts=not metadata)
@@ -204,7 +222,10 @@ async def _body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _predict(servable: Servable, body: bytes, limits: ImageLimits) -> dict:
+def _predict_inputs(
+    servable: Servable, body: bytes, limits: ImageLimits
+) -> tuple[rest_api.PredictRequest, dict]:
+    """The parsed request and its checked tensors; raises ApiError (400) naming what is wrong."""
     request = rest_api.read_predict_request(body)
     specs = servable.inputs.get(request.signature_name)
     if specs is None:
@@ -212,10 +233,7 @@ def _predict(servable: Servable, body: bytes, limits: ImageLimits) -> dict:
             BAD_REQUEST,
             f'Serving signature name: "{request.signature_name}" not found in signature def',
         )
-    tensors = checked_images(rest_api.request_tensors(request, specs), limits)
-    return rest_api.response_body(
-        servable.predict(request.signature_name, tensors), request.row_format
-    )
+    return request, checked_images(rest_api.request_tensors(request, specs), limits)
 
 
 def run(listener, watcher: VersionWatcher, settings: ServeSettings) -> None:
