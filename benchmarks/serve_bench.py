@@ -5,9 +5,9 @@ The model and the in-process figures are serving_bench's (the default trainer co
 architecture, the serving check's probe in a fresh process); the image is the export's own
 warmup JPEG, the one the probe times. A load generator in this process keeps CONCURRENCY
 requests in flight, each on its own keep-alive connection, so the server's latency percentiles
-and throughput at each level come from the client's side, as a caller sees them. Whether batching
-requests server-side would pay is measured in-process: one call on a batch of BATCH images
-against BATCH one-image calls.
+and throughput at each level come from the client's side, as a caller sees them; the server runs
+with its default batching. What batching saves in the model is measured in-process: one call on
+a batch of BATCH images against BATCH one-image calls.
 
 Settings (environment):
   BENCH_SERVE_REQUESTS  requests per concurrency level (default 400)
@@ -221,6 +221,6 @@ def meaning(records: list[dict]) -> list[str]:
         f"One request at a time takes {http['value']:.1f} ms at p50 against "
         f"{local['value']:.1f} ms for the model called in process: the rest is HTTP and JSON.",
         f"A batch of {BATCH} costs {batched['ratio']:.2f}x a single image's time per image "
-        f"(below 1, batching requests would pay); `imgpipe predict` on one file takes "
-        f"{by_name['serve.predict_one_file']['value']:.1f} s.",
+        f"(below 1, the server's batching of concurrent requests pays); `imgpipe predict` on "
+        f"one file takes {by_name['serve.predict_one_file']['value']:.1f} s.",
     ]

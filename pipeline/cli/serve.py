@@ -52,6 +52,22 @@ def add_serve(subparsers) -> None:
         metavar="S",
         help="how often to look for a newly pushed version (default: %(default)s)",
     )
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=8,
+        metavar="N",
+        help="rows of concurrent requests run as one model call; 1 runs each request alone "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=5.0,
+        metavar="MS",
+        help="how long a request waits for others to share a model call, only while one runs; "
+        "0 runs each request alone (default: %(default)s)",
+    )
     parser.set_defaults(handler=_run_serve)
 
 
@@ -76,6 +92,8 @@ def _settings(args, config):
     return ServeSettings(
         max_request_bytes=args.max_request_bytes,
         poll_seconds=args.poll_seconds,
+        max_batch=args.max_batch,
+        batch_wait_ms=args.batch_wait_ms,
         limits=config.ingest.limits,
     ).validate()
 
