@@ -16,6 +16,10 @@ def test_the_settings_default_folder_and_bad_flags_are_named(tmp_path, capsys):
     assert f"{tmp_path}/serving/imgpipe holds no pushed model" in capsys.readouterr().err
     assert main(["serve", "--model", str(tmp_path), "--max-request-bytes", "0"]) == 2
     assert "--max-request-bytes must be at least 1" in capsys.readouterr().err
+    assert main(["serve", "--model", str(tmp_path), "--max-batch", "0"]) == 2
+    assert "--max-batch must be at least 1, got 0" in capsys.readouterr().err
+    assert main(["serve", "--model", str(tmp_path), "--batch-wait-ms", "-1"]) == 2
+    assert "--batch-wait-ms must be 0 or more" in capsys.readouterr().err
     version = tmp_path / "5"  # looks whole: the port is refused before the model is loaded
     (version / "variables").mkdir(parents=True)
     (version / "saved_model.pb").write_bytes(b"")
