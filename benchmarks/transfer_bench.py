@@ -10,7 +10,8 @@ Each is learned from 10, 30 and 100 training images per class, with the same epo
 evaluation split (EVAL_PER_CLASS images per class held out), three ways:
   small_cnn: the default network, from scratch;
   lite0_imagenet: EfficientNet-Lite0 from its ImageNet weights (trainer.weights=imagenet):
-    frozen_epochs with the backbone frozen, then fine-tuning at FINE_TUNE_LEARNING_RATE;
+    frozen_epochs with the backbone frozen, then fine-tuning at the trainer's default for
+    ImageNet weights;
   lite0_scratch: EfficientNet-Lite0 from random weights.
 A floor of optimizer steps per phase (trainer.min_phase_steps) stretches the epochs of small
 training sets. Each run is one train() call (the trainer's whole path: input pipeline, engine,
@@ -35,9 +36,6 @@ IMAGE_SIZE = 64
 BATCH_SIZE = 16
 EPOCHS = 5
 FROZEN_EPOCHS = 2
-# Lite0's fine-tuning rate recommended in docs/training.md; the trainer's default (3e-4, made for
-# warm starts of a trained network) moved the batch-norm-frozen backbone too far on digits.
-FINE_TUNE_LEARNING_RATE = 3e-5
 # Half the trainer's default floor of steps per phase: a whole run of three networks, two
 # datasets and three sizes then fits in well under an hour on two shared cores.
 MIN_PHASE_STEPS = 50
@@ -129,12 +127,16 @@ def _write_shard(path: str, rows: list[tuple]) -> None:
 
 
 def _config(setting: str, dataset: str):
-    from components.training.trainer_config import DEFAULT_AUGMENT, TrainerConfig
+    from components.training.trainer_config import (
+        DEFAULT_AUGMENT,
+        TrainerConfig,
+        backbone_defaults,
+    )
 
     model = {"small_cnn": "small_cnn"}.get(setting, "efficientnet_lite0")
     # Digits have handedness: no mirror images of them.
     augment = dataclasses.replace(DEFAULT_AUGMENT, flip=dataset != "digits")
-    return TrainerConfig(
+    config = TrainerConfig(
         model=model,
         weights="imagenet" if setting == "lite0_imagenet" else None,
         image_size=IMAGE_SIZE,
@@ -143,14 +145,15 @@ def _config(setting: str, dataset: str):
         epochs=EPOCHS,
         warmup_epochs=1,
         frozen_epochs=FROZEN_EPOCHS,
-        fine_tune_learning_rate=FINE_TUNE_LEARNING_RATE,
         min_phase_steps=MIN_PHASE_STEPS,
         steps_per_execution=8,
         checkpoint_every_steps=0,
         seed=SEED,
         report_input_pipeline=False,
         augment=augment,
-    ).validate()
+    )
+    # What a user who sets only the model and its weights gets (the fine-tuning rate).
+    return dataclasses.replace(config, **backbone_defaults(config)).validate()
 
 
 def _train(config, train_file: str, eval_file: str, names: list[str], workdir: str) -> dict:
@@ -259,6 +262,8 @@ def chart(records: list[dict], path: str) -> None:
 
 def section(records: list[dict]) -> Section:
     """A row per dataset and training-set size: each setting's eval accuracy and wall time."""
+    from components.training.trainer_config import IMAGENET_FINE_TUNE_LEARNING_RATE
+
     runs = {(r["dataset"], r["images_per_class"], r["setting"]): r for r in records}
     rows = []
     for dataset, per_class in dict.fromkeys((r["dataset"], r["images_per_class"]) for r in records):
@@ -275,7 +280,8 @@ def section(records: list[dict]) -> Section:
     notes = (
         f"{IMAGE_SIZE}x{IMAGE_SIZE} pixels, batch {BATCH_SIZE}, {EPOCHS} epochs "
         f"({FROZEN_EPOCHS} of them with the backbone frozen for lite0_imagenet, then fine-tuning "
-        f"at {FINE_TUNE_LEARNING_RATE:g}), each phase at least {MIN_PHASE_STEPS} steps; the "
+        f"at {IMAGENET_FINE_TUNE_LEARNING_RATE:g}, the trainer's default for ImageNet weights), "
+        f"each phase at least {MIN_PHASE_STEPS} steps; the "
         "trainer's default augmentation (no flip for digits).",
         "Eval images: "
         + ", ".join(f"{count} {dataset}" for dataset, count in eval_images.items())

@@ -27,6 +27,10 @@ MODELS = ("small_cnn", OFFLINE_IMAGENET, *APPLICATIONS)
 # normalization's epsilon and moving statistics that take thousands of steps to follow.
 PIXEL_INPUT_MODELS = (OFFLINE_IMAGENET, "efficientnet_b0")
 WEIGHTS = ("imagenet",)
+# A backbone from ImageNet weights fine-tunes at this rate unless the user sets it: the general
+# default, made for warm starts of a trained network, moved Lite0's backbone too far on digits
+# (`make bench PARTS=transfer`, docs/training.md).
+IMAGENET_FINE_TUNE_LEARNING_RATE = 3e-5
 # Where Keras downloads the applications' ImageNet weights from, and the file each backbone
 # (without its top) is kept as in Keras' cache, ~/.keras/models (KERAS_HOME).
 KERAS_WEIGHTS_HOST = "storage.googleapis.com"
@@ -176,6 +180,8 @@ class TrainerConfig:
         too: the user's epochs are obeyed.
       fine_tune_learning_rate: peak learning rate of the fine-tuning phase (cosine decay to zero),
         lower than learning_rate so the pretrained features are adjusted, not overwritten.
+        Unless set, a backbone with weights 'imagenet' fine-tunes at 3e-05 instead (measured
+        in docs/training.md); `imgpipe config show --origins` says which applied.
       unfreeze_layers: how many of the backbone's last layers the fine-tuning phase trains; 0 for
         all of them.
       warm_start: start each run from the last blessed model (TFX's base_model), trained for
@@ -440,6 +446,14 @@ class TrainerConfig:
         if self.backbone_preprocessing is None:
             return self.fine_tunes or self.model in PIXEL_INPUT_MODELS
         return self.backbone_preprocessing
+
+
+def backbone_defaults(config: TrainerConfig) -> dict:
+    """The fields whose default depends on the backbone, with config's backbone's values (none
+    for most): the config loader gives them to the fields the user did not set."""
+    if config.weights != "imagenet":
+        return {}
+    return {"fine_tune_learning_rate": IMAGENET_FINE_TUNE_LEARNING_RATE}
 
 
 def _weights_exist(path: str) -> bool:

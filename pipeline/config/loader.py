@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
+from components.training.trainer_config import backbone_defaults
 from data_prep.contract.config_error import ConfigError
 from pipeline.config import config_file
 from pipeline.config.pipeline_config import PRESETS, PipelineConfig, override
@@ -72,6 +73,7 @@ def load_config(
         config = override(config, item.setting)
         origins[item.field] = item.origin
     config = _obey_explicit_epochs(config, origins)
+    config = _adapt_to_backbone(config, origins)
     config = dataclasses.replace(config, beam_args=(*config.beam_args, *beam_args))
     return LoadedConfig(config.validate(), settings, origins)
 
@@ -84,6 +86,20 @@ def _obey_explicit_epochs(config: PipelineConfig, origins: dict[str, str]) -> Pi
     origins["trainer.stretch_epochs"] = f"trainer.epochs from {origins['trainer.epochs']}"
     trainer = dataclasses.replace(config.trainer, stretch_epochs=False)
     return dataclasses.replace(config, trainer=trainer)
+
+
+def _adapt_to_backbone(config: PipelineConfig, origins: dict[str, str]) -> PipelineConfig:
+    """Trainer fields the user did not set take the backbone's own defaults (a pretrained
+    backbone fine-tunes gently); a field the user set is obeyed."""
+    trainer = config.trainer
+    adapted = {
+        field: value
+        for field, value in backbone_defaults(trainer).items()
+        if f"trainer.{field}" not in origins
+    }
+    reason = f"default for trainer.model={trainer.model} with trainer.weights={trainer.weights}"
+    origins.update({f"trainer.{field}": reason for field in adapted})
+    return dataclasses.replace(config, trainer=dataclasses.replace(trainer, **adapted))
 
 
 def build_dir_overrides(preset: str, build_dir: str, origin: str) -> list[Override]:

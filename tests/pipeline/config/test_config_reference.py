@@ -7,6 +7,7 @@ import typing
 
 import pytest
 
+from components.training.trainer_config import IMAGENET_FINE_TUNE_LEARNING_RATE
 from pipeline.config import config_reference
 from pipeline.config.config_reference import (
     COMMAND,
@@ -76,3 +77,13 @@ def test_an_undocumented_field_is_an_error_naming_it():
 
     with pytest.raises(ConfigReferenceError, match=r"^forgotten: .*Partly.*'forgotten'"):
         list(sections(Partly))
+
+
+def test_the_reference_gives_the_imagenet_backbones_fine_tune_rate():
+    field = next(
+        field
+        for section in sections()
+        for field in section.fields
+        if field.dotted == "trainer.fine_tune_learning_rate"
+    )
+    assert f"fine-tunes at {IMAGENET_FINE_TUNE_LEARNING_RATE:g} instead" in field.meaning

@@ -1,5 +1,6 @@
 import pytest
 
+from components.training.trainer_config import IMAGENET_FINE_TUNE_LEARNING_RATE, TrainerConfig
 from data_prep.contract.config_error import ConfigError
 from pipeline.config.loader import Override, build_dir_overrides, load_config
 
@@ -88,3 +89,29 @@ def test_a_bad_layer_is_a_config_error_naming_the_field(preset, overrides, field
     with pytest.raises(ConfigError) as error:
         load_config(preset, None, overrides, data="x")
     assert error.value.field.startswith(field)
+
+
+@pytest.mark.parametrize("model", ["efficientnet_lite0", "resnet50"])
+def test_an_imagenet_backbone_fine_tunes_at_its_own_rate_unless_the_user_sets_one(model):
+    settings = [f"trainer.model={model}", "trainer.weights=imagenet"]
+    loaded = load_config("local", None, settings, data="images")
+    assert loaded.config.trainer.fine_tune_learning_rate == IMAGENET_FINE_TUNE_LEARNING_RATE
+    assert loaded.origins["trainer.fine_tune_learning_rate"] == (
+        f"default for trainer.model={model} with trainer.weights=imagenet"
+    )
+    explicit = load_config(
+        "local", None, [*settings, "trainer.fine_tune_learning_rate=0.001"], data="images"
+    )
+    assert explicit.config.trainer.fine_tune_learning_rate == 0.001
+    assert explicit.origins["trainer.fine_tune_learning_rate"].startswith("--set ")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [[], ["trainer.model=efficientnet_lite0"], ["trainer.model=resnet50"]],
+    ids=["small_cnn", "lite0_scratch", "resnet50_scratch"],
+)
+def test_a_backbone_without_imagenet_weights_keeps_the_general_fine_tune_rate(settings):
+    loaded = load_config("local", None, settings, data="images")
+    assert loaded.config.trainer.fine_tune_learning_rate == TrainerConfig().fine_tune_learning_rate
+    assert "trainer.fine_tune_learning_rate" not in loaded.origins
