@@ -10,8 +10,8 @@ Each is learned from 10, 30 and 100 training images per class, with the same epo
 evaluation split (EVAL_PER_CLASS images per class held out), three ways:
   small_cnn: the default network, from scratch;
   lite0_imagenet: EfficientNet-Lite0 from its ImageNet weights (trainer.weights=imagenet):
-    frozen_epochs with the backbone frozen, then fine-tuning at the trainer's default for
-    ImageNet weights;
+    frozen_epochs with the backbone frozen, then fine-tuning, at the trainer's fine-tuning
+    rate and image size for it (the others train at IMAGE_SIZE);
   lite0_scratch: EfficientNet-Lite0 from random weights.
 A floor of optimizer steps per phase (trainer.min_phase_steps) stretches the epochs of small
 training sets. Each run is one train() call (the trainer's whole path: input pipeline, engine,
@@ -152,7 +152,8 @@ def _config(setting: str, dataset: str):
         report_input_pipeline=False,
         augment=augment,
     )
-    # What a user who sets only the model and its weights gets (the fine-tuning rate).
+    # What a user who sets only the model and its weights gets: Lite0 from ImageNet fine-tunes
+    # at its own rate and image size.
     return dataclasses.replace(config, **backbone_defaults(config)).validate()
 
 
@@ -167,7 +168,7 @@ def _train(config, train_file: str, eval_file: str, names: list[str], workdir: s
     return metrics
 
 
-def _record(dataset: str, per_class: int, setting: str, metrics: dict, eval_images: int) -> dict:
+def _record(config, dataset: str, per_class: int, setting: str, metrics: dict, eval_images: int):
     return {
         "name": f"transfer.{dataset}.{per_class}_per_class.{setting}.eval_accuracy",
         "value": metrics["eval_accuracy"],
@@ -175,6 +176,7 @@ def _record(dataset: str, per_class: int, setting: str, metrics: dict, eval_imag
         "dataset": dataset,
         "setting": setting,
         "images_per_class": per_class,
+        "image_size": config.image_size,
         "wall_seconds": metrics["wall_seconds"],
         "train_seconds": metrics["train_seconds"],
         "epochs": metrics["epochs"],
@@ -210,7 +212,9 @@ def run(output_dir: str) -> list[dict]:
                     workdir = os.path.join(directory, f"{dataset}_{setting}_{per_class}")
                     config = _config(setting, dataset)
                     metrics = _train(config, train_file, eval_file, names, workdir)
-                    records.append(_record(dataset, per_class, setting, metrics, len(eval_rows)))
+                    records.append(
+                        _record(config, dataset, per_class, setting, metrics, len(eval_rows))
+                    )
                     print(
                         f"transfer {dataset:<6} {per_class:>3}/class {setting:<14} eval accuracy "
                         f"{metrics['eval_accuracy']:.3f}  {metrics['optimizer_steps']} steps  "
@@ -252,12 +256,18 @@ def chart(records: list[dict], path: str) -> None:
             axis.set_title(title)
         axes[row][0].legend(fontsize=8, loc="lower right")
     figure.suptitle(
-        f"{IMAGE_SIZE}x{IMAGE_SIZE}, {EPOCHS} epochs ({FROZEN_EPOCHS} frozen for lite0_imagenet), "
+        f"{_sizes(runs)}, {EPOCHS} epochs ({FROZEN_EPOCHS} frozen for lite0_imagenet), "
         f"every phase at least {MIN_PHASE_STEPS} steps"
     )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def _sizes(records: list[dict]) -> str:
+    """The image size of each setting, as the records measured them."""
+    sizes = {r["setting"]: r["image_size"] for r in records if "image_size" in r}
+    return "; ".join(f"{setting} {size}x{size} pixels" for setting, size in sizes.items())
 
 
 def section(records: list[dict]) -> Section:
@@ -278,7 +288,7 @@ def section(records: list[dict]) -> Section:
         )
     eval_images = {r["dataset"]: r["eval_images"] for r in records}
     notes = (
-        f"{IMAGE_SIZE}x{IMAGE_SIZE} pixels, batch {BATCH_SIZE}, {EPOCHS} epochs "
+        f"{_sizes(records)}, batch {BATCH_SIZE}, {EPOCHS} epochs "
         f"({FROZEN_EPOCHS} of them with the backbone frozen for lite0_imagenet, then fine-tuning "
         f"at {IMAGENET_FINE_TUNE_LEARNING_RATE:g}, the trainer's default for ImageNet weights), "
         f"each phase at least {MIN_PHASE_STEPS} steps; the "

@@ -31,6 +31,9 @@ WEIGHTS = ("imagenet",)
 # default, made for warm starts of a trained network, moved Lite0's backbone too far on digits
 # (`make bench PARTS=transfer`, docs/training.md).
 IMAGENET_FINE_TUNE_LEARNING_RATE = 3e-5
+# Lite0 from ImageNet trains at this image size unless the user sets one: its features are made
+# for larger inputs than the general default, and they paid on digits (docs/training.md).
+LITE0_IMAGENET_IMAGE_SIZE = 96
 # Where Keras downloads the applications' ImageNet weights from, and the file each backbone
 # (without its top) is kept as in Keras' cache, ~/.keras/models (KERAS_HOME).
 KERAS_WEIGHTS_HOST = "storage.googleapis.com"
@@ -143,7 +146,8 @@ class TrainerConfig:
       image_size: images are resized to image_size x image_size pixels, in training and serving.
         At least 8 for small_cnn (its stem and poolings divide the side by 8) and 32 for the
         tf_keras.applications backbones (they refuse smaller inputs); small images (28 x 28
-        digits) train at their own size with small_cnn.
+        digits) train at their own size with small_cnn. Unless set, efficientnet_lite0 with
+        weights 'imagenet' trains at 96 (measured in docs/training.md).
       model: 'small_cnn' (fast, sized for the default dataset on a CPU), 'efficientnet_lite0'
         (tf_keras' EfficientNet builder as EfficientNet-Lite0, whose ImageNet weights ship in a
         pinned package) or a tf_keras.applications backbone: 'resnet50', 'mobilenet_v3_small',
@@ -453,7 +457,10 @@ def backbone_defaults(config: TrainerConfig) -> dict:
     for most): the config loader gives them to the fields the user did not set."""
     if config.weights != "imagenet":
         return {}
-    return {"fine_tune_learning_rate": IMAGENET_FINE_TUNE_LEARNING_RATE}
+    defaults = {"fine_tune_learning_rate": IMAGENET_FINE_TUNE_LEARNING_RATE}
+    if config.model == OFFLINE_IMAGENET:
+        defaults["image_size"] = LITE0_IMAGENET_IMAGE_SIZE
+    return defaults
 
 
 def _weights_exist(path: str) -> bool:

@@ -89,13 +89,15 @@ def _obey_explicit_epochs(config: PipelineConfig, origins: dict[str, str]) -> Pi
 
 
 def _adapt_to_backbone(config: PipelineConfig, origins: dict[str, str]) -> PipelineConfig:
-    """Trainer fields the user did not set take the backbone's own defaults (a pretrained
-    backbone fine-tunes gently); a field the user set is obeyed."""
+    """Trainer fields that neither the user nor the preset set take the backbone's own defaults
+    (a pretrained backbone fine-tunes gently, at the input size its features suit); a field the
+    user set is obeyed, and a preset's own choice (runlocal's tiny images) is kept."""
     trainer = config.trainer
+    general = {field.name: field.default for field in dataclasses.fields(trainer)}
     adapted = {
         field: value
         for field, value in backbone_defaults(trainer).items()
-        if f"trainer.{field}" not in origins
+        if f"trainer.{field}" not in origins and getattr(trainer, field) == general[field]
     }
     reason = f"default for trainer.model={trainer.model} with trainer.weights={trainer.weights}"
     origins.update({f"trainer.{field}": reason for field in adapted})

@@ -7,7 +7,10 @@ import typing
 
 import pytest
 
-from components.training.trainer_config import IMAGENET_FINE_TUNE_LEARNING_RATE
+from components.training.trainer_config import (
+    IMAGENET_FINE_TUNE_LEARNING_RATE,
+    LITE0_IMAGENET_IMAGE_SIZE,
+)
 from pipeline.config import config_reference
 from pipeline.config.config_reference import (
     COMMAND,
@@ -79,11 +82,9 @@ def test_an_undocumented_field_is_an_error_naming_it():
         list(sections(Partly))
 
 
-def test_the_reference_gives_the_imagenet_backbones_fine_tune_rate():
-    field = next(
-        field
-        for section in sections()
-        for field in section.fields
-        if field.dotted == "trainer.fine_tune_learning_rate"
-    )
-    assert f"fine-tunes at {IMAGENET_FINE_TUNE_LEARNING_RATE:g} instead" in field.meaning
+def test_the_reference_gives_the_imagenet_backbones_own_defaults():
+    meanings = {field.dotted: field.meaning for section in sections() for field in section.fields}
+    rate = f"fine-tunes at {IMAGENET_FINE_TUNE_LEARNING_RATE:g} instead"
+    assert rate in meanings["trainer.fine_tune_learning_rate"]
+    size = f"trains at {LITE0_IMAGENET_IMAGE_SIZE} (measured"
+    assert size in meanings["trainer.image_size"]

@@ -1,6 +1,11 @@
 import pytest
 
-from components.training.trainer_config import IMAGENET_FINE_TUNE_LEARNING_RATE, TrainerConfig
+from components.training.trainer_config import (
+    IMAGENET_FINE_TUNE_LEARNING_RATE,
+    LITE0_IMAGENET_IMAGE_SIZE,
+    TrainerConfig,
+    runlocal,
+)
 from data_prep.contract.config_error import ConfigError
 from pipeline.config.loader import Override, build_dir_overrides, load_config
 
@@ -115,3 +120,34 @@ def test_a_backbone_without_imagenet_weights_keeps_the_general_fine_tune_rate(se
     loaded = load_config("local", None, settings, data="images")
     assert loaded.config.trainer.fine_tune_learning_rate == TrainerConfig().fine_tune_learning_rate
     assert "trainer.fine_tune_learning_rate" not in loaded.origins
+
+
+def test_lite0_from_imagenet_trains_at_its_own_image_size_unless_the_user_sets_one(tmp_path):
+    settings = ["trainer.model=efficientnet_lite0", "trainer.weights=imagenet"]
+    loaded = load_config("local", None, settings, data="images")
+    assert loaded.config.trainer.image_size == LITE0_IMAGENET_IMAGE_SIZE
+    assert loaded.origins["trainer.image_size"] == (
+        "default for trainer.model=efficientnet_lite0 with trainer.weights=imagenet"
+    )
+    file = _file(tmp_path, "trainer:\n  image_size: 64\n")
+    explicit = load_config("local", file, settings, data="images")
+    assert explicit.config.trainer.image_size == 64
+    assert explicit.origins["trainer.image_size"] == f"config file {file}"
+    resnet = load_config(
+        "local", None, ["trainer.model=resnet50", "trainer.weights=imagenet"], data="images"
+    )
+    assert resnet.config.trainer.image_size == TrainerConfig().image_size
+    assert "trainer.image_size" not in resnet.origins
+
+
+def test_a_presets_own_choice_is_kept_over_the_backbones_default():
+    settings = [
+        "trainer.model=efficientnet_lite0",
+        "trainer.weights=imagenet",
+        "trainer.epochs=2",
+        "trainer.frozen_epochs=1",
+    ]
+    loaded = load_config("runlocal", None, settings, data="images")
+    assert loaded.config.trainer.image_size == runlocal().image_size
+    assert "trainer.image_size" not in loaded.origins
+    assert loaded.config.trainer.fine_tune_learning_rate == IMAGENET_FINE_TUNE_LEARNING_RATE
