@@ -265,8 +265,9 @@ def chart(records: list[dict], path: str) -> None:
 
 
 def _sizes(records: list[dict]) -> str:
-    """The image size of each setting, as the records measured them."""
-    sizes = {r["setting"]: r["image_size"] for r in records if "image_size" in r}
+    """The image size of each setting, as the records measured them (IMAGE_SIZE in records
+    from before they held it)."""
+    sizes = {r["setting"]: r.get("image_size", IMAGE_SIZE) for r in records if "setting" in r}
     return "; ".join(f"{setting} {size}x{size} pixels" for setting, size in sizes.items())
 
 
