@@ -339,12 +339,12 @@ def test_a_recorded_predictions_file_is_shown_like_a_span_and_filtered(browser, 
     chosen = scored[0]["predicted"]
     page.select_option("select[name=predicted]", chosen)
     page.click("#apply")
-    page.wait_for_load_state("load")
+    page.wait_for_load_state("networkidle")  # its lazy thumbnails, before leaving
     assert {f["predicted"] for f in grid()} == {chosen}
     page.select_option("select[name=predicted]", "")
     page.fill("input[name=low]", "0.5")
     page.click("#apply")
-    page.wait_for_load_state("load")
+    page.wait_for_load_state("networkidle")
     kept = grid()
     assert all(float(f["confidence"]) >= 0.5 for f in kept)
     assert len(kept) == sum(float(f["confidence"]) >= 0.5 for f in scored)
