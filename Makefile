@@ -42,7 +42,7 @@ help:
 	@echo "make run-local-cluster [DATA=...] [SET=...]  the same, Beam on a local job service + worker pool"
 	@echo "make test                              full test suite (builds .venv first)"
 	@echo "make test-fast                         unit tests only (about a minute)"
-	@echo "make bench-test                        every benchmark part on tiny settings (runs, not figures)"
+	@echo "make bench-test                        the slow benchmark parts on tiny settings (runs, not figures)"
 	@echo "make bench [PARTS='input ingest']      benchmarks -> build/bench, docs/performance.md"
 	@echo "make bench-gpu [OUTPUT=dir]             ResNet-50 on a CUDA machine (< 8 min; not in CI)"
 	@echo "make lint | make setup"
@@ -73,8 +73,8 @@ test: $(STAMP) system-packages
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not orchestrators and not bench" --timeout=120 $(TEST_WORKERS)
 
-# Every part of `make bench` on tiny settings, so none rots unseen: the parts run whole pipelines
-# and several TensorFlow processes, so they are their own target; two at a time, one per core.
+# The benchmark parts `make test` leaves out, on tiny settings, so none rots unseen: they run
+# whole pipelines and several TensorFlow processes for minutes each; two at a time, one per core.
 bench-test: $(STAMP)
 	$(BIN)/python -m pytest -q -m bench --timeout=2400 -n 2 --dist load tests/benchmarks/test_parts.py
 

@@ -65,8 +65,24 @@ def test_every_part_has_tiny_settings_or_a_reason():
     assert sorted(PARTS) == sorted([*TINY, *UNSIZED])
 
 
-@pytest.mark.bench
-@pytest.mark.parametrize("part", sorted(TINY))
+# The parts `make test` runs (seconds to a minute each); the others run whole pipelines or
+# several TensorFlow processes for minutes each, so `make bench-test` runs them.
+IN_SUITE = {
+    "training",
+    "input_limit",
+    "input_ablation",
+    "input_overlap",
+    "predict",
+    "ingest",
+    "serving",
+}
+
+
+def _marked(part: str):
+    return pytest.param(part, marks=pytest.mark.slow if part in IN_SUITE else pytest.mark.bench)
+
+
+@pytest.mark.parametrize("part", [_marked(part) for part in sorted(TINY)])
 def test_the_part_runs_charts_and_renders_on_tiny_settings(part, tmp_path):
     output, page = tmp_path / "bench", tmp_path / "performance.md"
     finished = subprocess.run(
