@@ -79,7 +79,9 @@ def console_runs(tmp_path_factory):
 def test_a_tiny_run_prints_a_short_calm_console(console_runs):
     _, (code, out, err), _ = console_runs
     assert code == exit_codes.OK, err
-    lines = out.splitlines()
+    # Progress lines come every few seconds, so their number follows the machine's speed.
+    progress = re.compile(r"^  \w+: (\d+ of \d+ files inspected|epoch \d+ of \d+, step)")
+    lines = [line for line in out.splitlines() if not progress.search(line)]
     assert len(lines) <= 60, out
     assert not CHATTER.search(out + err), out + err
     assert err == ""

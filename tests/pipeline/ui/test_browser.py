@@ -320,6 +320,7 @@ def test_a_confirmed_suspect_is_relabelled_in_the_exported_manifest_a_run_trains
 
 def test_a_recorded_predictions_file_is_shown_like_a_span_and_filtered(browser, reviewed):
     page = browser.open(f"{reviewed.url}/run/{reviewed.run_id}/data")
+    page.wait_for_load_state("networkidle")  # its lazy thumbnails, before leaving
     page.click(f"#recorded a[href$='/predictions/{reviewed.predictions_id}']")
     page.wait_for_load_state("load")
     page.evaluate("window.scrollTo(0, document.body.scrollHeight)")  # the lazy ones load
