@@ -71,9 +71,14 @@ def _grayscale_png(seed):
 
 
 def _settings(path: pathlib.Path, allow_class_changes=False, epochs=1) -> None:
-    """The DAG's config file (IMGPIPE_CONFIG): warm starts on, the class policy as asked."""
+    """The DAG's config file (IMGPIPE_CONFIG): warm starts on, the class policy as asked. A
+    span that brings a new class moves its split's brightness with that class's images (0.233
+    of them here), so the policy that lets the class in lets that brightness through too."""
     settings = {
-        "gate": {"allow_class_changes": allow_class_changes},
+        "gate": {
+            "allow_class_changes": allow_class_changes,
+            "brightness_share": 0.3 if allow_class_changes else 0.2,
+        },
         "trainer": {
             "epochs": epochs,
             "warm_start": True,
