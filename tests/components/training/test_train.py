@@ -163,7 +163,8 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(shard_pattern, tmp_path):
     """SIGKILL mid-training, start again with the same checkpoint folder: training continues at
     the checkpoint's step (optimizer state restored; see test_checkpoints) and ends at the same
     total number of optimizer steps, then the checkpoints are removed."""
-    config = {"epochs": 100, "checkpoint_every_steps": 4}  # 300 steps of 4 examples
+    config = {"epochs": 100, "checkpoint_every_steps": 4, "validation_every_steps": 300}
+    # 300 steps of 4 examples, scored once at the end: the per-epoch scoring is tested elsewhere.
     checkpoints = tmp_path / "checkpoints"
     spec = {
         "pattern": shard_pattern,
