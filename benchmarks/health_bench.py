@@ -29,9 +29,14 @@ Measured:
   to 90): the share of copies in their original's cluster (recall), and the share of all
   images that are distinct originals sharing a cluster (merged);
 - brightness drift: on the same images (no copies), the data gate's brightness distance
-  (components/validation/brightness_drift.py, the share of images moved) between half of them
+  (components/validation/class_drift.py, the share of images moved) between half of them
   as the baseline and the other half as the span: as it is (sampling noise), with
   DARKENED_FEW images darkened by half, and with a third darkened by each of DARKENED_FACTORS;
+- a span that adds a class: the gate's size and brightness distances on the classes both
+  spans share, beside the distance over the whole split, between half of the digits but
+  NEW_DIGIT (the baseline) and the other half adding NEW_DIGIT or half the photo crops as a
+  class; and adding NEW_DIGIT with a third of the shared classes' images darkened by
+  SHARED_DARKENED;
 - cost: the ingest's CPU time per further image (its whole process tree, in a child process:
   its run on PHOTOS photo-like JPEGs (benchmarks/photo_data.py) less its run on FEW), the
   median of COST_ROUNDS rounds (a whole process's CPU time varies by a second or more from run
@@ -80,6 +85,8 @@ SWEPT_DIFFERENCES = (0.3, 0.5, 0.8)
 SWEPT_COPIED_SHARE = 0.1
 DARKENED_FEW = 5
 DARKENED_FACTORS = (0.9, 0.8, 0.7, 0.5)
+NEW_DIGIT = "9"  # the class a span adds to the digits
+SHARED_DARKENED = 0.8
 # scikit-image's bundled photographs (the others need a download); cat is chelsea again.
 PHOTOS_SWEPT = (
     "astronaut",
@@ -392,17 +399,17 @@ def _brightness_drift(swept: dict[str, list]) -> list[dict]:
     """The gate's brightness distance between half of each dataset (the baseline) and the other
     half (the span) as it is, with DARKENED_FEW images and with a third of its images darkened
     by each of DARKENED_FACTORS."""
-    import numpy as np
-    from PIL import ImageEnhance
+    import collections
 
-    from components.validation.brightness_drift import level_distance
+    import numpy as np
+
+    from components.validation.class_drift import counts_distance
     from data_prep.quality import health
 
-    def counts(images) -> list[int]:
-        return health.brightness_histogram([health.image_signals(image) for image in images])
-
-    def darker(images, factor: float) -> list:
-        return [ImageEnhance.Brightness(image).enhance(factor) for image in images]
+    def counts(images) -> dict[int, int]:
+        return collections.Counter(
+            health.brightness_level(health.image_signals(image)) for image in images
+        )
 
     records = []
     for name, images in swept.items():
@@ -412,21 +419,110 @@ def _brightness_drift(swept: dict[str, list]) -> list[dict]:
         third = len(span) // 3
         spans = {
             "as_is": span,
-            f"{DARKENED_FEW}_darker_x0.5": darker(span[:DARKENED_FEW], 0.5) + span[DARKENED_FEW:],
+            f"{DARKENED_FEW}_darker_x0.5": _darker(span[:DARKENED_FEW], 0.5) + span[DARKENED_FEW:],
             **{
-                f"third_darker_x{factor:g}": darker(span[:third], factor) + span[third:]
+                f"third_darker_x{factor:g}": _darker(span[:third], factor) + span[third:]
                 for factor in DARKENED_FACTORS
             },
         }
         records += [
             {
                 "name": f"health.brightness.{name}.{case}",
-                "value": level_distance(counts(changed), baseline),
+                "value": counts_distance(counts(changed), baseline),
                 "unit": "distance",
                 "baseline_images": len(images) - len(span),
                 "span_images": len(span),
             }
             for case, changed in spans.items()
+        ]
+    return records
+
+
+def _darker(images, factor: float) -> list:
+    from PIL import ImageEnhance
+
+    return [ImageEnhance.Brightness(image).enhance(factor) for image in images]
+
+
+def _class_report(images: list[tuple[str, object]]) -> dict:
+    """The label map and the counts per class an ingest report holds, of a train split of
+    these (class, image) pairs, counted as the ingest counts them."""
+    from data_prep.quality import health
+    from data_prep.reading.inspection import ACCEPTED, FileOutcome
+    from data_prep.reading.sources import SourceFile
+    from data_prep.writing.plan import CLASS_HISTOGRAMS, class_histograms
+
+    outcomes = [
+        FileOutcome(
+            SourceFile(f"{label}/{i}.jpg", "", label),
+            ACCEPTED,
+            height=image.height,
+            width=image.width,
+            signals=health.image_signals(image),
+        )
+        for i, (label, image) in enumerate(images)
+    ]
+    label_map = {label: i for i, label in enumerate(sorted({label for label, _ in images}))}
+    return {"label_map": label_map, CLASS_HISTOGRAMS: class_histograms({"train": outcomes})}
+
+
+def _class_drift(swept: dict[str, list]) -> list[dict]:
+    """The gate's size and brightness distances on the classes both spans share, beside the
+    distance over the whole split (the gate's measure before), between half of the digits but
+    NEW_DIGIT (the baseline) and a span of the other half that adds a class: NEW_DIGIT, or half
+    of the photo crops; and adding NEW_DIGIT with a third of the shared classes' images darkened
+    by SHARED_DARKENED."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from components.validation.class_drift import (
+        counts_distance,
+        pooled_counts,
+        shared_class_distances,
+    )
+    from data_prep.contract.features import HEIGHT
+    from data_prep.writing.plan import BRIGHTNESS
+    from pipeline.config.pipeline_config import GateConfig
+
+    labelled = list(zip(map(str, _scans(load_digits().target)), swept["digits"], strict=True))
+    order = np.random.default_rng(SEED).permutation(len(labelled))
+    halves = [[labelled[i] for i in part] for part in np.array_split(order, 2)]
+    baseline = [pair for pair in halves[0] if pair[0] != NEW_DIGIT]
+    shared = [pair for pair in halves[1] if pair[0] != NEW_DIGIT]
+    new = [pair for pair in halves[1] if pair[0] == NEW_DIGIT]
+    photos = [("photo", image) for image in swept["photos"][len(swept["photos"]) // 2 :]]
+    third = len(shared) // 3
+    darkened = _darker([image for _, image in shared[:third]], SHARED_DARKENED)
+    darker = [(label, image) for (label, _), image in zip(shared, darkened, strict=False)]
+    spans = {
+        f"adds_digit_{NEW_DIGIT}": shared + new,
+        "adds_photos": shared + photos,
+        f"adds_digit_{NEW_DIGIT}_third_darker_x{SHARED_DARKENED:g}": darker + shared[third:] + new,
+    }
+    gate = GateConfig()
+    thresholds = {HEIGHT: gate.image_size_share, BRIGHTNESS: gate.brightness_share}
+    before = _class_report(baseline)
+    records = []
+    for case, span in spans.items():
+        report = _class_report(span)
+        distances, scope = shared_class_distances(report, before, "train", thresholds)
+        records += [
+            {
+                "name": f"health.class_drift.{case}.{d.feature}",
+                "value": d.distance,
+                "unit": "distance",
+                "passed": d.passed,
+                "whole_split": counts_distance(
+                    *(
+                        pooled_counts(r, "train", r["label_map"], d.feature)
+                        for r in (report, before)
+                    )
+                ),
+                "compared": scope.describe(),
+                "baseline_images": len(baseline),
+                "span_images": len(span),
+            }
+            for d in distances
         ]
     return records
 
@@ -462,7 +558,7 @@ def run(output_dir: str) -> list[dict]:
     caught = flipped_eval & {issue["path"] for issue in suspects["issues"]}
     cost = _cost(workdir)
     swept = _swept_images()
-    sweeps = _threshold_sweep(swept) + _brightness_drift(swept)
+    sweeps = _threshold_sweep(swept) + _brightness_drift(swept) + _class_drift(swept)
     records = sweeps + [
         {
             "name": "health.pairs.recall",
@@ -591,6 +687,9 @@ def section(records: list[dict]) -> Section:
         "brightness.<data>.<span>: the data gate's brightness distance (share of images moved; "
         "gate.brightness_share stops above 0.2) between half of the same images and the other "
         "half, as is, with a few darkened, and with a third darkened",
+        "class_drift.<span>.<feature>: the gate's distance on the classes the span shares with "
+        "half of the digits but 9 (its whole-split distance in the record), for a span adding "
+        "the 9s or photo crops as a class, and adding the 9s with a third of the rest darker",
     )
     if "cost.signals_share_of_ingest" in by_name:  # results measured before it lack the share
         notes += (

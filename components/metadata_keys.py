@@ -36,9 +36,12 @@ ROW_DIGESTS_PROPERTY = "row_digests"
 # DataGate's output key; DataVerdict custom property: "" or the class change the policy allowed.
 DATA_VERDICT_OUTPUT_KEY = "verdict"
 CLASS_CHANGE_PROPERTY = "class_change"
-# DataVerdict custom property: JSON list of the image size distances measured against their
-# thresholds ({feature, distance, threshold, passed}); [] when there was no baseline.
+# DataVerdict custom properties: JSON list of the image size and brightness distances measured
+# against their thresholds ({feature, distance, threshold, passed}; [] when there was no
+# baseline), and the classes they were measured on (components/validation/drift_record.py
+# ClassScope as JSON; "" when there was no baseline).
 DRIFT_DISTANCES_PROPERTY = "drift_distances"
+DRIFT_CLASSES_PROPERTY = "drift_classes"
 # ImageExampleGen's output key for its IngestReport, and its parameter holding the IngestConfig.
 INGEST_REPORT_OUTPUT_KEY = "ingest_report"
 INGEST_CONFIG_PARAMETER = "ingest_config"

@@ -8,9 +8,10 @@ execution's result in ML Metadata, so the run record says why nothing trained; a
 reads no execution result (TFX's legacy one under Airflow, Kubeflow V2's container entrypoint on
 Vertex) gets it as a SpanStopped exception, which fails the task so nothing downstream runs. A
 passing gate writes a DataVerdict artifact that records an allowed class change (the Evaluator
-then has no baseline, see pipeline/validation/baseline_strategy.py) and every image size
-and brightness distance it measured against its threshold (components/validation/size_drift.py,
-brightness_drift.py).
+then has no baseline, see pipeline/validation/baseline_strategy.py), every image size and
+brightness distance it measured against its threshold and the classes it measured them on
+(components/validation/class_drift.py; size_drift.py where the baseline data's counts are not
+per class).
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from tfx.types import artifact, artifact_utils, component_spec, standard_artifac
 from components import metadata_keys
 from components.artifacts import DataVerdict, IngestReport
 from components.ingest.ingest_report_reader import IngestReportRecord
-from components.validation.brightness_drift import FEATURE as BRIGHTNESS
-from components.validation.brightness_drift import brightness_distance
-from components.validation.size_drift import METRIC, SIZE_FEATURES, Distance, share_distance
+from components.validation.class_drift import counts_per_class, shared_class_distances
+from components.validation.drift_record import METRIC, ClassScope, Distance
+from components.validation.size_drift import SIZE_FEATURES, share_distance
 from data_prep.contract import features
 from data_prep.contract.label_map import class_change, names_by_id
+from data_prep.writing.plan import BRIGHTNESS
 
 ANOMALIES_FILE = "SchemaDiff.pb"  # what ExampleValidator and DistributionValidator write
 ANOMALIES_KEY = "anomalies"  # ExampleValidator's: the span against the schema
@@ -150,12 +152,13 @@ def near_duplicate_problem(fraction: float | None, limit: float) -> str | None:
 
 
 def size_distances(
-    statistics: artifact.Artifact, baseline: artifact.Artifact | None, split: str, threshold: float
+    statistics: artifact.Artifact,
+    baseline: artifact.Artifact,
+    split: str,
+    thresholds: dict[str, float],
 ) -> list[Distance]:
-    """Each image size feature's share distance between the span's and the baseline's split;
-    none without a baseline (the first span)."""
-    if baseline is None:
-        return []
+    """Each image size feature's share distance between the span's and the baseline's split,
+    over the whole split, from their statistics."""
     current, previous = (
         stats_artifact_utils.load_statistics(a, split).get_default_slice_or_die()
         for a in (statistics, baseline)
@@ -167,24 +170,37 @@ def size_distances(
                 current.get_feature(FeaturePath([name])).proto(),
                 previous.get_feature(FeaturePath([name])).proto(),
             ),
-            threshold,
+            thresholds[name],
         )
         for name in SIZE_FEATURES
     ]
 
 
-def report_brightness_distance(
-    report: artifact.Artifact, baseline: artifact.Artifact | None, split: str, threshold: float
-) -> list[Distance]:
-    """The brightness share distance between the span's and the baseline's split, from their
-    ingest reports; none without a baseline or where a report counted no brightness."""
-    if baseline is None:
-        return []
+def drift_distances(
+    reports: tuple[artifact.Artifact, artifact.Artifact | None],
+    statistics: tuple[artifact.Artifact, artifact.Artifact | None],
+    split: str,
+    thresholds: dict[str, float],
+) -> tuple[list[Distance], ClassScope | None]:
+    """The image size and brightness distances (thresholds: feature -> threshold) between the
+    span's split and the baseline data's (reports, statistics: the span's and the baseline's),
+    and the classes they were measured on: those both share where both ingest reports count
+    their images per class, else the whole split's sizes from the statistics. Nothing without
+    a baseline (the first span)."""
+    if statistics[1] is None:
+        return [], None
     current, previous = (
-        _read_json(IngestReportRecord.read(a.mlmd_artifact).report_path) for a in (report, baseline)
+        None if a is None else _read_json(IngestReportRecord.read(a.mlmd_artifact).report_path)
+        for a in reports
     )
-    found = brightness_distance(current, previous, split, threshold)
-    return [found] if found is not None else []
+    if previous is not None and counts_per_class(current) and counts_per_class(previous):
+        return shared_class_distances(current, previous, split, thresholds)
+    why = (
+        "no ingest report of the baseline data"
+        if previous is None
+        else "an ingest report without counts per class"
+    )
+    return size_distances(*statistics, split, thresholds), ClassScope(whole_split=why)
 
 
 def _read_json(path: str) -> dict:
@@ -192,14 +208,14 @@ def _read_json(path: str) -> dict:
         return json.loads(handle.read())
 
 
-def share_problem(distance: Distance, split: str) -> str | None:
-    """Why a share-of-images distance (image size, brightness) stops the span, with the setting
-    that lets it through, or None."""
+def share_problem(distance: Distance, split: str, scope: ClassScope) -> str | None:
+    """Why a share-of-images distance (image size, brightness) stops the span, on which classes,
+    with the setting that lets it through, or None."""
     if distance.passed:
         return None
     return (
-        f"drift: {split}: feature '{distance.feature}': {METRIC} is {distance.distance:.3f}, "
-        f"above the threshold {distance.threshold:g}"
+        f"drift: {split}: feature '{distance.feature}': {METRIC} is {distance.distance:.3f} "
+        f"({scope.describe()}), above the threshold {distance.threshold:g}"
         + _raised_to(_SHARE_SETTINGS[distance.feature], distance.distance)
     )
 
@@ -244,19 +260,19 @@ class Executor(base_executor.BaseExecutor):
         )
         problems += [duplicates] if duplicates else []
         split = exec_properties[DRIFT_SPLIT_KEY]
-        distances = size_distances(
-            artifact_utils.get_single_instance(input_dict[STATISTICS_KEY]),
-            (input_dict.get(BASELINE_KEY) or [None])[0],
+        distances, scope = drift_distances(
+            (report, (input_dict.get(BASELINE_INGEST_REPORT_KEY) or [None])[0]),
+            (
+                artifact_utils.get_single_instance(input_dict[STATISTICS_KEY]),
+                (input_dict.get(BASELINE_KEY) or [None])[0],
+            ),
             split,
-            float(exec_properties[IMAGE_SIZE_SHARE_KEY]),
+            {
+                **dict.fromkeys(SIZE_FEATURES, float(exec_properties[IMAGE_SIZE_SHARE_KEY])),
+                BRIGHTNESS: float(exec_properties[BRIGHTNESS_SHARE_KEY]),
+            },
         )
-        distances += report_brightness_distance(
-            report,
-            (input_dict.get(BASELINE_INGEST_REPORT_KEY) or [None])[0],
-            split,
-            float(exec_properties[BRIGHTNESS_SHARE_KEY]),
-        )
-        problems += [p for d in distances if (p := share_problem(d, f"{split}_{split}"))]
+        problems += [p for d in distances if (p := share_problem(d, f"{split}_{split}", scope))]
         if problems:
             span = report.get_int_custom_property("span")
             message = f"data gate stopped span {span} before training:\n  " + "\n  ".join(problems)
@@ -275,6 +291,10 @@ class Executor(base_executor.BaseExecutor):
         verdict.set_string_custom_property(
             metadata_keys.DRIFT_DISTANCES_PROPERTY,
             json.dumps([dataclasses.asdict(d) | {"passed": d.passed} for d in distances]),
+        )
+        verdict.set_string_custom_property(
+            metadata_keys.DRIFT_CLASSES_PROPERTY,
+            json.dumps(dataclasses.asdict(scope)) if scope else "",
         )
         return None
 
@@ -312,8 +332,10 @@ class DataGate(base_component.BaseComponent):
     label map, see DataSnapshot; "{}" on its first span), allow_class_changes (the policy),
     pipeline (its name, for the setting that trains without a vanished class),
     statistics (the span's) and baseline_statistics (the blessed model's data; None or an empty
-    channel: no size drift check), baseline_ingest_report (the same data's IngestReport; None or
-    an empty channel: no brightness drift check), drift_split (the split compared),
+    channel: no size or brightness drift check), baseline_ingest_report (the same data's
+    IngestReport; None or an empty channel: image sizes only, over the whole split, as its
+    counts per class are needed to compare only the classes both have), drift_split (the split
+    compared),
     image_size_share (the largest allowed share distance of height and width), brightness_share
     (that of the mean brightness) and max_near_duplicate_fraction (1.0: no limit)."""
 

@@ -1,6 +1,9 @@
-"""Image size drift measured by how many images moved: the largest share of images on one side
-of any size threshold that differs between the span and the baseline data (the L-infinity
-distance between the two empirical CDFs, Kolmogorov-Smirnov's statistic).
+"""Image size drift measured by how many images moved, over a whole split, from StatisticsGen's
+histograms: the data gate's measure where the baseline data's ingest report does not count its
+images per class (a baseline imported as statistics alone, or ingested before the counts
+existed); class_drift.py measures the same distance exactly, per class, everywhere else. The
+distance is the largest share of images on one side of any size threshold that differs between
+the span and the baseline data (the L-infinity distance between the two empirical CDFs).
 
 Unlike a divergence between histograms, the distance is the share of images that changed: 5 odd
 images among 5,000 move it by 0.001 whatever their size, while a third of the images at another
@@ -13,31 +16,11 @@ smallest one the histograms allow: drift is never overstated.
 
 from __future__ import annotations
 
-import dataclasses
-
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from data_prep.contract import features
 
 SIZE_FEATURES = (features.HEIGHT, features.WIDTH)
-METRIC = "L-infinity distance between the CDFs (share of images moved)"
-
-
-@dataclasses.dataclass(frozen=True)
-class Distance:
-    """One measured distance against its threshold."""
-
-    feature: str
-    distance: float
-    threshold: float
-
-    @property
-    def passed(self) -> bool:
-        return self.distance <= self.threshold
-
-    def describe(self) -> str:
-        verdict = "pass" if self.passed else "stop"
-        return f"{self.feature} {self.distance:.3f} (threshold {self.threshold:g}): {verdict}"
 
 
 def _buckets(stats: statistics_pb2.FeatureNameStatistics) -> list[list[tuple[float, float, float]]]:

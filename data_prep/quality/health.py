@@ -201,12 +201,11 @@ def image_signals(rgb: Image.Image) -> ImageSignals:
     return ImageSignals(hashed, small, entropy, flags)
 
 
-def brightness_histogram(signals: list[ImageSignals]) -> list[int]:
-    """How many images have each mean brightness, 0 to 255: the mean grey level of each image's
-    thumbnail (its area average, up to the reductions' rounding), rounded to a whole level. The
-    data gate compares two of these by the share of images that moved (brightness drift)."""
-    levels = [round(float(np.frombuffer(s.gray, dtype=np.uint8).mean())) for s in signals]
-    return np.bincount(np.asarray(levels, dtype=np.int64), minlength=256).tolist()
+def brightness_level(signals: ImageSignals) -> int:
+    """An image's mean brightness, 0 to 255: the mean grey level of its thumbnail (its area
+    average, up to the reductions' rounding), rounded to a whole level. The data gate compares
+    how many images have each level by the share of images that moved (brightness drift)."""
+    return round(float(np.frombuffer(signals.gray, dtype=np.uint8).mean()))
 
 
 def low_outliers(values: list[float], labels: list[str]) -> list[bool]:

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import math
 
+from data_prep.contract import features
 from data_prep.contract.label_map import merge_label_map
 from data_prep.ingest_config import IngestConfig
 from data_prep.quality import health
@@ -22,6 +23,11 @@ SHARD_PATTERN = "Split-{split}/data_tfrecord-{index:05d}-of-{count:05d}.gz"
 # Rejections that say nothing bad about the data; they do not count toward max_reject_fraction.
 BENIGN_REASONS = frozenset({Reason.DUPLICATE, Reason.SYMLINK_LOOP})
 MIN_SHARD_BYTES = 4 * 1024 * 1024  # below this, more shards only add files, not parallelism
+# The report's counts of images per split, class and value of each of HISTOGRAM_FEATURES: the
+# data gate compares them with the baseline data's on the classes both have (drift).
+CLASS_HISTOGRAMS = "histograms_per_class"
+BRIGHTNESS = "brightness"  # an image's mean brightness level (data_prep/quality/health.py)
+HISTOGRAM_FEATURES = (features.HEIGHT, features.WIDTH, BRIGHTNESS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,10 +312,7 @@ def _report(final, by_split, label_map, config) -> dict:
             "ignored": statuses[IGNORED],
         },
         "accepted_per_split": {split: len(by_split[split]) for split in sorted(by_split)},
-        "brightness_per_split": {
-            split: health.brightness_histogram([o.signals for o in by_split[split] if o.signals])
-            for split in sorted(by_split)
-        },
+        CLASS_HISTOGRAMS: class_histograms(by_split),
         "accepted_per_class": per_class,
         "rejected_per_reason": dict(
             sorted(collections.Counter(o.reason for o in final if o.status == REJECTED).items())
@@ -323,6 +326,29 @@ def _report(final, by_split, label_map, config) -> dict:
         "ignored": [o.source.relative_path for o in final if o.status == IGNORED],
         "label_map": label_map,
     }
+
+
+def class_histograms(by_split: dict[str, list[FileOutcome]]) -> dict:
+    """The report's CLASS_HISTOGRAMS of these accepted outcomes by split: {split: {class:
+    {feature: {value: images}}}}, values ascending (JSON keys, so strings); an image without
+    signals has no brightness."""
+    found = {}
+    for split in sorted(by_split):
+        per_class = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
+        for outcome in by_split[split]:
+            counts = per_class[outcome.source.label]
+            counts[features.HEIGHT][outcome.height] += 1
+            counts[features.WIDTH][outcome.width] += 1
+            if outcome.signals:
+                counts[BRIGHTNESS][health.brightness_level(outcome.signals)] += 1
+        found[split] = {
+            label: {
+                feature: {str(value): n for value, n in sorted(counts[feature].items())}
+                for feature in HISTOGRAM_FEATURES
+            }
+            for label, counts in sorted(per_class.items())
+        }
+    return found
 
 
 def _failure(report: dict, config: IngestConfig, by_split) -> str | None:

@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 from components import metadata_keys
-from components.validation.size_drift import Distance
+from components.validation.drift_record import ClassScope, Distance
 from pipeline.lineage import (
     STOPPED_BY_GATE,
     Dataset,
@@ -161,7 +161,7 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     if run.not_pushed_reason:
         lines.append(f"not pushed, stopped by the {run.stopped_by}: {run.not_pushed_reason}")
     if run.gate_distances:
-        lines.append(gate_distances_line(run.gate_distances))
+        lines.append(gate_distances_line(run.gate_distances, run.gate_classes))
     if run.baseline_skipped:
         lines.append(f"baseline comparison skipped: {run.baseline_skipped}")
     overlap = EvalOverlap(**run.eval_overlap) if run.eval_overlap else None
@@ -180,13 +180,14 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
     return "\n".join(lines + _model_report_lines(run))
 
 
-def gate_distances_line(distances: tuple[dict, ...]) -> str:
+def gate_distances_line(distances: tuple[dict, ...], classes: dict | None) -> str:
     """The image size and brightness drift the data gate measured against the baseline data,
-    each against its threshold."""
+    each against its threshold, and the classes it measured it on (when recorded)."""
     described = "; ".join(
         Distance(d["feature"], d["distance"], d["threshold"]).describe() for d in distances
     )
-    return f"data gate, share of images moved since the baseline data: {described}"
+    scope = "" if classes is None else f" ({ClassScope(**classes).describe()})"
+    return f"data gate, share of images moved since the baseline data{scope}: {described}"
 
 
 def training_outcome_line(outcome: dict) -> str:

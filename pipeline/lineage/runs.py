@@ -111,6 +111,9 @@ class PipelineRun:
     # (metadata_keys.DRIFT_DISTANCES_PROPERTY: feature, distance, threshold, passed); empty
     # without a baseline or a passing gate.
     gate_distances: tuple[dict, ...] = ()
+    # The classes the gate measured them on (metadata_keys.DRIFT_CLASSES_PROPERTY: shared, new,
+    # gone, whole_split); None without a baseline or in a record made before it was kept.
+    gate_classes: dict | None = None
     name: str | None = None  # the name or note the run was given (imgpipe run --run-name)
 
     @property
@@ -258,8 +261,8 @@ def _summarize(graph: MetadataGraph, members: RunMembers, metrics: bool) -> Pipe
 def _why_not_pushed(
     graph: MetadataGraph, executions, components, first, outcome, metrics, ended_by
 ) -> dict:
-    """stopped_by, not_pushed_reason, baseline_skipped and gate_distances of a run (see
-    PipelineRun). A failed component's reason is the message TFX recorded on its execution,
+    """stopped_by, not_pushed_reason, baseline_skipped, gate_distances and gate_classes of a run
+    (see PipelineRun). A failed component's reason is the message TFX recorded on its execution,
     else the one the local runner recorded on the run (the exception's own words: ended_by)."""
     found = {}
     if "verdict" in first:
@@ -267,6 +270,9 @@ def _why_not_pushed(
         distances = properties.get(metadata_keys.DRIFT_DISTANCES_PROPERTY)
         if distances is not None and distances.string_value:
             found["gate_distances"] = tuple(json.loads(distances.string_value))
+        classes = properties.get(metadata_keys.DRIFT_CLASSES_PROPERTY)
+        if classes is not None and classes.string_value:
+            found["gate_classes"] = json.loads(classes.string_value)
         verdict = properties.get(metadata_keys.CLASS_CHANGE_PROPERTY)
         if verdict is not None and verdict.string_value:
             found["baseline_skipped"] = (

@@ -1,8 +1,9 @@
 """Months of data drops in one metadata store, on tiny spans with the runlocal trainer: the first
 span pushes; a new class stops at the gate naming it, and trains with a new head (no baseline
-comparison) once the class policy allows it; a swapped class stops; grayscale PNGs of another
-size stop on drift; a new span like the blessed model's data passes. Every run that pushes
-nothing says why, with the exit code a scheduler can act on."""
+comparison, its images left out of the drift distances) once the class policy allows it; a
+swapped class stops; grayscale PNGs of another size stop on drift; a new span like the blessed
+model's data passes. Every run that pushes nothing says why, with the exit code a scheduler can
+act on."""
 
 import dataclasses
 import json
@@ -98,6 +99,14 @@ def test_with_the_policy_a_new_class_trains_skips_the_baseline_and_pushes(drops)
     assert run.pushed_to and run.exit_code == exit_codes.OK
     assert run.class_names == (*LABELS, NEW_CLASS)  # known ids kept, the new class is next
     assert NEW_CLASS in run.baseline_skipped
+    # The gate measured size and brightness drift on the classes the baseline data has.
+    assert run.gate_classes == {
+        "shared": sorted(LABELS),
+        "new": [NEW_CLASS],
+        "gone": [],
+        "whole_split": "",
+    }
+    assert {d["feature"] for d in run.gate_distances} == {"height", "width", "brightness"}
     store = open_store(config.metadata_path)
     evaluator = next(c for c in run.components if c.node == "Evaluator")
     inputs = {
@@ -139,6 +148,7 @@ def test_a_span_like_the_blessed_models_data_passes(drops):
         ("width", 0.0, True),
         ("brightness", 0.0, True),
     ]
+    assert run.gate_classes["shared"] == sorted((*LABELS, NEW_CLASS))
     # The same images as the baseline model's data, so the same eval set.
     overlap = run.eval_overlap
     assert overlap["compared"] == overlap["kept"] > 0

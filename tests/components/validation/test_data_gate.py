@@ -3,7 +3,6 @@ records why in the executor's result), lets a clean span through, and obeys the 
 
 import json
 
-import numpy as np
 import pytest
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.dsl.components.base import base_executor
@@ -12,6 +11,10 @@ from tfx.types import artifact_utils, standard_artifacts
 from components import metadata_keys
 from components.artifacts import IngestReport
 from components.validation import data_gate
+from data_prep.quality import health
+from data_prep.reading.inspection import ACCEPTED, FileOutcome
+from data_prep.reading.sources import SourceFile
+from data_prep.writing.plan import CLASS_HISTOGRAMS, class_histograms
 from tests.components.validation.size_statistics import size_statistics
 
 REFERENCE = {"circle": 0, "square": 1, "triangle": 2}
@@ -50,17 +53,33 @@ def _statistics(root, sides):
     return artifact
 
 
-def _report(root, label_map, near_duplicates=0.0, brightness=None):
+def _images(count, side=28, level=120, label="circle"):
+    """The ingest's outcomes of `count` accepted images of a class, `side` pixels square, of
+    one mean brightness level."""
+    gray = bytes([level]) * health.GRAY_SIDE**2
+    return [
+        FileOutcome(
+            SourceFile(f"{label}/{side}-{level}-{i}.png", "", label),
+            ACCEPTED,
+            height=side,
+            width=side,
+            signals=health.ImageSignals(i, gray, 7.0, ()),
+        )
+        for i in range(count)
+    ]
+
+
+def _report(root, label_map, near_duplicates=0.0, images=None):
     """An IngestReport as ImageExampleGen records it (the gate reads its recorded label map and
-    near-duplicate share) and its report file, whose train split has images of these mean
-    brightness levels (none: a report without brightness counts)."""
+    near-duplicate share) and its report file, whose train split holds these images' counts per
+    class (None: a report without them)."""
     report = IngestReport()
     report.uri = str(root)
     root.mkdir(parents=True)
-    counts = (
-        {} if brightness is None else {"train": np.bincount(brightness, minlength=256).tolist()}
-    )
-    (root / "ingest_report.json").write_text(json.dumps({"brightness_per_split": counts}))
+    written = {"label_map": label_map}
+    if images is not None:
+        written[CLASS_HISTOGRAMS] = class_histograms({"train": images})
+    (root / "ingest_report.json").write_text(json.dumps(written))
     report.set_string_custom_property(metadata_keys.LABEL_MAP_PROPERTY, json.dumps(label_map))
     report.set_int_custom_property("span", 2)
     report.set_float_custom_property(
@@ -78,12 +97,14 @@ def _run(
     near_duplicates=0.0,
     limit=1.0,
     sides=([28] * 100, [28] * 100),
-    brightness=(None, None),
+    images=(None, None),
+    baseline_report=True,
 ):
     """The gate's executor as a launcher that reads execution results (the local runner's)
     runs it, or as TFX's legacy launcher (Airflow's) does, with no executor output path. sides:
-    the span's and the baseline's image sides (a None baseline: the first span); brightness:
-    the mean brightness levels of their images (None: a report without them)."""
+    the span's and the baseline's image sides in their statistics (a None baseline: the first
+    span); images: the outcomes their ingest reports count per class (None: a report without
+    counts per class); baseline_report: whether the baseline data's report is given."""
     verdict = data_gate.DataVerdict()
     context = base_executor.BaseExecutor.Context(
         executor_output_uri=str(tmp_path / "executor_output.pb") if reads_results else None
@@ -97,11 +118,13 @@ def _run(
                 _anomalies(tmp_path / "drift", "SplitPair", "train_train", drift)
             ],
             data_gate.INGEST_REPORT_KEY: [
-                _report(tmp_path / "report", label_map, near_duplicates, brightness[0])
+                _report(tmp_path / "report", label_map, near_duplicates, images[0])
             ],
-            data_gate.BASELINE_INGEST_REPORT_KEY: []
-            if sides[1] is None
-            else [_report(tmp_path / "baseline_report", REFERENCE, brightness=brightness[1])],
+            data_gate.BASELINE_INGEST_REPORT_KEY: [
+                _report(tmp_path / "baseline_report", REFERENCE, images=images[1])
+            ]
+            if sides[1] is not None and baseline_report
+            else [],
             data_gate.STATISTICS_KEY: [_statistics(tmp_path / "statistics", sides[0])],
             data_gate.BASELINE_KEY: []
             if sides[1] is None
@@ -146,33 +169,51 @@ def _distances(verdict):
     return {d["feature"]: d for d in json.loads(recorded)}
 
 
+def _classes(verdict):
+    recorded = verdict.get_string_custom_property(metadata_keys.DRIFT_CLASSES_PROPERTY)
+    return json.loads(recorded) if recorded else None
+
+
+def _stop_line(feature, distance, classes, setting):
+    return (
+        f"drift: train_train: feature '{feature}': L-infinity distance between the CDFs (share "
+        f"of images moved) is {distance} ({classes}), above the threshold 0.2; to let this span "
+        f"through: --set gate.{setting}={float(distance):g}"
+    )
+
+
 def test_five_odd_sized_images_in_five_thousand_pass_and_the_verdict_records_it(tmp_path):
-    output, verdict = _run(tmp_path, REFERENCE, sides=([28] * 4995 + [56] * 5, [28] * 5000))
+    span = _images(4995) + _images(5, side=56)
+    output, verdict = _run(tmp_path, REFERENCE, images=(span, _images(5000)))
     assert output is None
     recorded = _distances(verdict)
-    assert set(recorded) == {"height", "width"}
+    assert set(recorded) == {"height", "width", "brightness"}
     assert recorded["height"] == {
         "feature": "height",
         "distance": pytest.approx(0.001),
         "threshold": 0.2,
         "passed": True,
     }
+    assert _classes(verdict) == {
+        "shared": sorted(REFERENCE),
+        "new": [],
+        "gone": [],
+        "whole_split": "",
+    }
 
 
 def test_a_third_of_the_images_at_another_size_stop_the_span(tmp_path):
-    output, _ = _run(tmp_path, REFERENCE, sides=([28] * 3500 + [56] * 1500, [28] * 5000))
+    span = _images(3500) + _images(1500, side=56)
+    output, _ = _run(tmp_path, REFERENCE, images=(span, _images(5000)))
     message = output.execution_result.result_message
     for feature in ("height", "width"):
-        assert (
-            f"drift: train_train: feature '{feature}': L-infinity distance between the CDFs "
-            "(share of images moved) is 0.300, above the threshold 0.2; to let this span "
-            "through: --set gate.image_size_share=0.3"
-        ) in message
+        assert _stop_line(feature, "0.300", "on 3 shared classes", "image_size_share") in message
+    assert "'brightness'" not in message
 
 
 def test_a_handful_of_darker_images_pass_and_the_verdict_records_the_brightness(tmp_path):
-    levels = [120] * 1000
-    output, verdict = _run(tmp_path, REFERENCE, brightness=([120] * 995 + [60] * 5, levels))
+    span = _images(995) + _images(5, level=60)
+    output, verdict = _run(tmp_path, REFERENCE, images=(span, _images(1000)))
     assert output is None
     assert _distances(verdict)["brightness"] == {
         "feature": "brightness",
@@ -183,24 +224,81 @@ def test_a_handful_of_darker_images_pass_and_the_verdict_records_the_brightness(
 
 
 def test_a_third_of_the_images_darker_stop_the_span(tmp_path):
-    output, _ = _run(tmp_path, REFERENCE, brightness=([120] * 700 + [90] * 300, [120] * 1000))
+    span = _images(700) + _images(300, level=90)
+    output, _ = _run(tmp_path, REFERENCE, images=(span, _images(1000)))
+    assert _stop_line("brightness", "0.300", "on 3 shared classes", "brightness_share") in (
+        output.execution_result.result_message
+    )
+
+
+def test_an_allowed_new_class_moves_no_distance_while_the_shared_classes_still_count(tmp_path):
+    with_cross = {**REFERENCE, "cross": 3}
+    baseline = _images(700) + _images(700, label="square")
+    # A third of the span's images in the new class, darker and larger than all others.
+    cross = _images(700, side=56, level=40, label="cross")
+    output, verdict = _run(
+        tmp_path / "allowed", with_cross, allow=True, images=(baseline + cross, baseline)
+    )
+    assert output is None
+    assert {f: d["distance"] for f, d in _distances(verdict).items()} == {
+        "height": 0.0,
+        "width": 0.0,
+        "brightness": 0.0,
+    }
+    assert _classes(verdict)["new"] == ["cross"]
+    assert verdict.get_string_custom_property(metadata_keys.CLASS_CHANGE_PROPERTY) == (
+        "new class(es) cross"
+    )
+    # The shared classes' own shift still stops the span, saying what was compared.
+    darker = _images(700) + _images(700, level=90, label="square")
+    output, _ = _run(tmp_path / "darker", with_cross, allow=True, images=(darker + cross, baseline))
     assert (
-        "drift: train_train: feature 'brightness': L-infinity distance between the CDFs "
-        "(share of images moved) is 0.300, above the threshold 0.2; to let this span "
-        "through: --set gate.brightness_share=0.3"
-    ) in output.execution_result.result_message
+        _stop_line(
+            "brightness",
+            "0.500",
+            "on 3 shared classes; 1 new class not compared",
+            "brightness_share",
+        )
+        in output.execution_result.result_message
+    )
 
 
-def test_a_baseline_report_without_brightness_counts_measures_none(tmp_path):
-    output, verdict = _run(tmp_path, REFERENCE, brightness=([90] * 100, None))
+def test_a_baseline_report_without_counts_per_class_measures_the_whole_split_sizes(tmp_path):
+    output, _ = _run(
+        tmp_path,
+        REFERENCE,
+        sides=([28] * 3500 + [56] * 1500, [28] * 5000),
+        images=(_images(100), None),
+    )
+    whole = "on the whole split, image sizes only (an ingest report without counts per class)"
+    assert _stop_line("height", "0.300", whole, "image_size_share") in (
+        output.execution_result.result_message
+    )
+    output, verdict = _run(tmp_path / "passing", REFERENCE, images=(_images(100), None))
     assert output is None
     assert set(_distances(verdict)) == {"height", "width"}
+    assert _classes(verdict)["whole_split"] == "an ingest report without counts per class"
+
+
+def test_a_baseline_of_statistics_alone_measures_the_whole_split_sizes(tmp_path):
+    output, verdict = _run(
+        tmp_path,
+        REFERENCE,
+        sides=([28] * 4995 + [56] * 5, [28] * 5000),
+        images=(_images(100), _images(100)),
+        baseline_report=False,
+    )
+    assert output is None
+    assert _distances(verdict)["height"]["distance"] == pytest.approx(0.001)
+    assert set(_distances(verdict)) == {"height", "width"}
+    assert _classes(verdict)["whole_split"] == "no ingest report of the baseline data"
 
 
 def test_without_a_baseline_no_distance_is_measured(tmp_path):
     output, verdict = _run(tmp_path, REFERENCE, sides=([28] * 10, None))
     assert output is None
     assert _distances(verdict) == {}
+    assert _classes(verdict) is None
 
 
 def test_the_let_through_setting_is_the_measured_distance_rounded_up():

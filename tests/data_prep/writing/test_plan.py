@@ -7,7 +7,13 @@ from data_prep.quality import health
 from data_prep.reading.image_validation import Reason
 from data_prep.reading.inspection import ACCEPTED, IGNORED, REJECTED, FileOutcome
 from data_prep.reading.sources import SourceFile
-from data_prep.writing.plan import build_plan, rejections_line, shard_count, split_of
+from data_prep.writing.plan import (
+    CLASS_HISTOGRAMS,
+    build_plan,
+    rejections_line,
+    shard_count,
+    split_of,
+)
 
 CONFIG = IngestConfig(input="in", target_shard_bytes=1024 * 1024, min_shards=1)
 
@@ -324,24 +330,47 @@ def test_low_information_is_flagged_only_where_plainer_than_its_class():
     assert odd["images"] == [{"path": "c1/blank.jpg", "flags": ["low_information"]}]
 
 
-def test_each_split_counts_its_images_by_mean_brightness():
+def test_each_split_counts_each_class_s_images_by_size_and_mean_brightness():
     def lit(i, level):
-        """An image of mean brightness `level`: half its pixels 20 levels darker, half 20
-        lighter, in an order of its own (so no two are near-duplicates)."""
+        """An image of mean brightness `level` and sides 40 + i % 3: half its pixels 20 levels
+        darker, half 20 lighter, in an order of its own (so no two are near-duplicates)."""
         pixels = [level - 20, level + 20] * (health.GRAY_SIDE**2 // 2)
         random.Random(i).shuffle(pixels)
-        found = hashed(f"c{i % 2}/{i}.jpg", f"c{i % 2}", f"{i:064x}", i)
+        side = 40 + i % 3
+        found = hashed(f"c{i % 2}/{i}.jpg", f"c{i % 2}", f"{i:064x}", i, size=(side, side))
         return dataclasses.replace(
             found, signals=dataclasses.replace(found.signals, gray=bytes(pixels))
         )
 
-    unsignalled = [accepted(f"c0/x{i}.jpg", "c0", f"{i:064x}".replace("0", "e")) for i in range(3)]
+    unsignalled = [
+        dataclasses.replace(
+            accepted(f"c0/x{i}.jpg", "c0", f"{i:064x}".replace("0", "e")), height=9, width=9
+        )
+        for i in range(3)
+    ]
     outcomes = [lit(i, 40 if i < 10 else 200) for i in range(40)] + unsignalled
     plan = build_plan(outcomes, CONFIG)
     split_of_path = {e.source.relative_path: s.split for s in plan.shards for e in s.examples}
-    counts = plan.report["brightness_per_split"]
-    for split in ("train", "eval"):
-        levels = [
-            40 if i < 10 else 200 for i in range(40) if split_of_path[f"c{i % 2}/{i}.jpg"] == split
-        ]
-        assert counts[split] == [levels.count(level) for level in range(256)]
+    counted = plan.report[CLASS_HISTOGRAMS]
+    assert set(counted) == {"train", "eval"}
+    for split, per_class in counted.items():
+        for label in ("c0", "c1"):
+            members = [
+                i
+                for i in range(40)
+                if f"c{i % 2}" == label and split_of_path[f"{label}/{i}.jpg"] == split
+            ]
+            unlit = [
+                p for p in split_of_path if p.startswith(f"{label}/x") and split_of_path[p] == split
+            ]
+            brightness = collections.Counter(str(40 if i < 10 else 200) for i in members)
+            sides = collections.Counter([str(40 + i % 3) for i in members] + ["9"] * len(unlit))
+            assert per_class.get(label, {}) == (
+                {
+                    "height": dict(sorted(sides.items())),
+                    "width": dict(sorted(sides.items())),
+                    "brightness": dict(sorted(brightness.items())),
+                }
+                if members or unlit
+                else {}
+            )

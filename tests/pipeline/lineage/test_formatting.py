@@ -145,7 +145,7 @@ def test_a_held_out_test_split_is_shown_beside_eval_in_the_summary_and_the_runs_
     assert "test accuracy" not in format_run_summary(RUN)
 
 
-def test_a_passing_span_shows_each_size_and_brightness_distance_against_its_threshold():
+def test_a_passing_span_shows_each_distance_against_its_threshold_and_the_classes_compared():
     distances = (
         {"feature": "height", "distance": 0.001, "threshold": 0.2, "passed": True},
         {"feature": "width", "distance": 0.001, "threshold": 0.2, "passed": True},
@@ -157,6 +157,12 @@ def test_a_passing_span_shows_each_size_and_brightness_distance_against_its_thre
         "(threshold 0.2): pass; width 0.001 (threshold 0.2): pass; brightness 0.012 "
         "(threshold 0.2): pass"
     ) in lines
+    classes = {"shared": list("012345678"), "new": ["9"], "gone": [], "whole_split": ""}
+    run = dataclasses.replace(RUN, gate_distances=distances, gate_classes=classes)
+    assert (
+        "data gate, share of images moved since the baseline data (on 9 shared classes; 1 new "
+        "class not compared): height 0.001 (threshold 0.2): pass"
+    ) in format_run_summary(run)
     assert not any(line.startswith("data gate") for line in format_run_summary(RUN).split("\n"))
 
 
