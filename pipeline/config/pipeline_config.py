@@ -47,7 +47,7 @@ class GateConfig:
       image_format_linf: the same for the JPEG/PNG mix (`image_format`).
       image_size_share: the largest allowed share of images that moved across any `height`
         threshold, and any `width` threshold (the L-infinity distance between the span's and
-        the baseline's distributions; docs/data-gate.md).
+        the baseline's distributions, over the classes both have; docs/data-gate.md).
       brightness_share: the same for the images' mean brightness (exposure): the largest
         allowed share of images that moved across any mean grey level.
       max_near_duplicate_fraction: the largest allowed share of the span's distinct images that
