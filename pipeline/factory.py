@@ -338,7 +338,7 @@ def validation(
     drift_nodes, baseline, baseline_report = [], None, None
     if drift_baseline_node is not None:
         baseline_node, baseline = drift_baseline_node(statistics)
-        # An imported baseline (Vertex) has statistics only: no brightness check there.
+        # An imported baseline (Vertex) has statistics only: the whole split's sizes, no brightness.
         baseline_report = baseline_node.outputs.get(INGEST_REPORT_KEY)
         distribution_validator = DistributionValidator(
             statistics=statistics,

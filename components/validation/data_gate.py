@@ -333,11 +333,11 @@ class DataGate(base_component.BaseComponent):
     pipeline (its name, for the setting that trains without a vanished class),
     statistics (the span's) and baseline_statistics (the blessed model's data; None or an empty
     channel: no size or brightness drift check), baseline_ingest_report (the same data's
-    IngestReport; None or an empty channel: image sizes only, over the whole split, as its
-    counts per class are needed to compare only the classes both have), drift_split (the split
-    compared),
-    image_size_share (the largest allowed share distance of height and width), brightness_share
-    (that of the mean brightness) and max_near_duplicate_fraction (1.0: no limit)."""
+    IngestReport, whose counts per class let the sizes and brightness be compared on the classes
+    both have; None or an empty channel: the whole split's sizes only), drift_split (the split
+    compared), image_size_share (the largest allowed share distance of height and width),
+    brightness_share (that of the mean brightness) and max_near_duplicate_fraction (1.0: no
+    limit)."""
 
     SPEC_CLASS = DataGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
