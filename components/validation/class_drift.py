@@ -61,5 +61,6 @@ def shared_class_distances(
     for feature, threshold in thresholds.items():
         counts = [pooled_counts(r, split, scope.shared, feature) for r in (report, baseline_report)]
         if all(counts):
-            found.append(Distance(feature, counts_distance(*counts), threshold))
+            sizes = (sum(c.values()) for c in counts)
+            found.append(Distance(feature, counts_distance(*counts), threshold, *sizes))
     return found, scope

@@ -163,17 +163,12 @@ def size_distances(
         stats_artifact_utils.load_statistics(a, split).get_default_slice_or_die()
         for a in (statistics, baseline)
     )
-    return [
-        Distance(
-            name,
-            share_distance(
-                current.get_feature(FeaturePath([name])).proto(),
-                previous.get_feature(FeaturePath([name])).proto(),
-            ),
-            thresholds[name],
-        )
-        for name in SIZE_FEATURES
-    ]
+    found = []
+    for name in SIZE_FEATURES:
+        sides = [s.get_feature(FeaturePath([name])).proto() for s in (current, previous)]
+        sizes = (side.num_stats.common_stats.num_non_missing for side in sides)
+        found.append(Distance(name, share_distance(*sides), thresholds[name], *sizes))
+    return found
 
 
 def drift_distances(
@@ -216,6 +211,12 @@ def share_problem(distance: Distance, split: str, scope: ClassScope) -> str | No
     return (
         f"drift: {split}: feature '{distance.feature}': {METRIC} is {distance.distance:.3f} "
         f"({scope.describe()}), above the threshold {distance.threshold:g}"
+        + (
+            f" and the noise floor {distance.floor:.2f} of {distance.images} against "
+            f"{distance.baseline_images} images"
+            if distance.floor > distance.threshold
+            else ""
+        )
         + _raised_to(_SHARE_SETTINGS[distance.feature], distance.distance)
     )
 
@@ -290,7 +291,7 @@ class Executor(base_executor.BaseExecutor):
         )
         verdict.set_string_custom_property(
             metadata_keys.DRIFT_DISTANCES_PROPERTY,
-            json.dumps([dataclasses.asdict(d) | {"passed": d.passed} for d in distances]),
+            json.dumps([d.record() for d in distances]),
         )
         verdict.set_string_custom_property(
             metadata_keys.DRIFT_CLASSES_PROPERTY,

@@ -183,9 +183,7 @@ def format_run_summary(run: PipelineRun, min_accuracy: float | None = None) -> s
 def gate_distances_line(distances: tuple[dict, ...], classes: dict | None) -> str:
     """The image size and brightness drift the data gate measured against the baseline data,
     each against its threshold, and the classes it measured it on (when recorded)."""
-    described = "; ".join(
-        Distance(d["feature"], d["distance"], d["threshold"]).describe() for d in distances
-    )
+    described = "; ".join(Distance.from_record(d).describe() for d in distances)
     scope = "" if classes is None else f" ({ClassScope(**classes).describe()})"
     return f"data gate, share of images moved since the baseline data{scope}: {described}"
 

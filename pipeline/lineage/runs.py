@@ -108,7 +108,8 @@ class PipelineRun:
     # trained_on); None without a baseline model.
     eval_overlap: dict | None = None
     # The image size and brightness distances a passing data gate measured
-    # (metadata_keys.DRIFT_DISTANCES_PROPERTY: feature, distance, threshold, passed); empty
+    # (metadata_keys.DRIFT_DISTANCES_PROPERTY: feature, distance, threshold, images,
+    # baseline_images, floor, passed; drift_record.Distance.record); empty
     # without a baseline or a passing gate.
     gate_distances: tuple[dict, ...] = ()
     # The classes the gate measured them on (metadata_keys.DRIFT_CLASSES_PROPERTY: shared, new,

@@ -192,6 +192,9 @@ def test_five_odd_sized_images_in_five_thousand_pass_and_the_verdict_records_it(
         "feature": "height",
         "distance": pytest.approx(0.001),
         "threshold": 0.2,
+        "images": 5000,
+        "baseline_images": 5000,
+        "floor": pytest.approx(0.039, abs=0.001),
         "passed": True,
     }
     assert _classes(verdict) == {
@@ -219,6 +222,9 @@ def test_a_handful_of_darker_images_pass_and_the_verdict_records_the_brightness(
         "feature": "brightness",
         "distance": pytest.approx(0.005),
         "threshold": 0.2,
+        "images": 1000,
+        "baseline_images": 1000,
+        "floor": pytest.approx(0.087, abs=0.001),
         "passed": True,
     }
 
@@ -227,6 +233,22 @@ def test_a_third_of_the_images_darker_stop_the_span(tmp_path):
     span = _images(700) + _images(300, level=90)
     output, _ = _run(tmp_path, REFERENCE, images=(span, _images(1000)))
     assert _stop_line("brightness", "0.300", "on 3 shared classes", "brightness_share") in (
+        output.execution_result.result_message
+    )
+
+
+def test_on_a_small_span_chance_passes_and_a_whole_change_stops(tmp_path):
+    # 30 images: 8 of them (0.27) at another brightness is what two draws of one source differ
+    # by; every image at another size is not.
+    darker = _images(22) + _images(8, level=90)
+    output, verdict = _run(tmp_path / "chance", REFERENCE, images=(darker, _images(30)))
+    assert output is None
+    brightness = _distances(verdict)["brightness"]
+    assert brightness["distance"] == pytest.approx(0.267, abs=0.001)
+    assert brightness["floor"] == pytest.approx(0.503, abs=0.001) and brightness["passed"]
+    output, _ = _run(tmp_path / "whole", REFERENCE, images=(_images(30, side=56), _images(30)))
+    assert output.execution_result.code == data_gate.STOPPED_CODE
+    assert "above the threshold 0.2 and the noise floor 0.50 of 30 against 30 images" in (
         output.execution_result.result_message
     )
 
