@@ -450,7 +450,8 @@ def _class_report(images: list[tuple[str, object]]) -> dict:
     from data_prep.quality import health
     from data_prep.reading.inspection import ACCEPTED, FileOutcome
     from data_prep.reading.sources import SourceFile
-    from data_prep.writing.plan import CLASS_HISTOGRAMS, class_histograms
+    from data_prep.writing.ingest_outputs import CLASS_HISTOGRAMS
+    from data_prep.writing.plan import class_histograms
 
     outcomes = [
         FileOutcome(
@@ -481,7 +482,7 @@ def _class_drift(swept: dict[str, list]) -> list[dict]:
         shared_class_distances,
     )
     from data_prep.contract.features import HEIGHT
-    from data_prep.writing.plan import BRIGHTNESS
+    from data_prep.writing.ingest_outputs import BRIGHTNESS
     from pipeline.config.pipeline_config import GateConfig
 
     labelled = list(zip(map(str, _scans(load_digits().target)), swept["digits"], strict=True))

@@ -3,10 +3,10 @@ by how many images moved: the largest share of images on one side of any value (
 mean brightness level) that differs between the two (the L-infinity distance between the
 empirical CDFs, Kolmogorov-Smirnov's statistic).
 
-The ingest counts each split's images per class and value (data_prep/writing/plan.py
-CLASS_HISTOGRAMS), so the distance is exact: a handful of odd images moves it by their share, a
-third of the images at another size or exposure by a third. Only the classes both spans have are
-compared: a class the span adds (or drops) is the class policy's decision (data_gate.py
+The ingest counts each split's images per class and value (data_prep/writing/plan.py, the
+report's CLASS_HISTOGRAMS), so the distance is exact: a handful of odd images moves it by their
+share, a third of the images at another size or exposure by a third. Only the classes both spans
+have are compared: a class the span adds (or drops) is the class policy's decision (data_gate.py
 class_problem), and its images, however they differ, would otherwise move every distance by
 their share. TFDV computes no statistic per class nor of an image's pixels, so the counts are the
 ingest's rather than StatisticsGen's.
@@ -20,7 +20,7 @@ import numpy as np
 
 from components.validation.drift_record import ClassScope, Distance
 from data_prep.contract.label_map import class_change
-from data_prep.writing.plan import CLASS_HISTOGRAMS
+from data_prep.writing.ingest_outputs import CLASS_HISTOGRAMS
 
 
 def counts_distance(current: dict[int, int], baseline: dict[int, int]) -> float:

@@ -38,7 +38,7 @@ from components.validation.drift_record import METRIC, ClassScope, Distance
 from components.validation.size_drift import SIZE_FEATURES, share_distance
 from data_prep.contract import features
 from data_prep.contract.label_map import class_change, names_by_id
-from data_prep.writing.plan import BRIGHTNESS
+from data_prep.writing.ingest_outputs import BRIGHTNESS
 
 ANOMALIES_FILE = "SchemaDiff.pb"  # what ExampleValidator and DistributionValidator write
 ANOMALIES_KEY = "anomalies"  # ExampleValidator's: the span against the schema

@@ -11,6 +11,11 @@ import posixpath
 from data_prep.reading import file_access
 
 SOURCE_INDEX_FILE = "source_index.jsonl.gz"
+# The report's count of each split's images per class and value of height, width and BRIGHTNESS
+# (an image's mean brightness level, data_prep/quality/health.py), written by
+# data_prep/writing/plan.py and read by the data gate.
+CLASS_HISTOGRAMS = "histograms_per_class"
+BRIGHTNESS = "brightness"
 
 
 @dataclasses.dataclass(frozen=True)

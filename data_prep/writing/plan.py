@@ -18,6 +18,7 @@ from data_prep.quality import health
 from data_prep.reading.image_validation import Reason
 from data_prep.reading.inspection import ACCEPTED, IGNORED, REJECTED, FileOutcome
 from data_prep.reading.sources import SourceFile
+from data_prep.writing.ingest_outputs import BRIGHTNESS, CLASS_HISTOGRAMS
 
 SHARD_PATTERN = "Split-{split}/data_tfrecord-{index:05d}-of-{count:05d}.gz"
 # Rejections that say nothing bad about the data; they do not count toward max_reject_fraction.
@@ -25,8 +26,6 @@ BENIGN_REASONS = frozenset({Reason.DUPLICATE, Reason.SYMLINK_LOOP})
 MIN_SHARD_BYTES = 4 * 1024 * 1024  # below this, more shards only add files, not parallelism
 # The report's counts of images per split, class and value of each of HISTOGRAM_FEATURES: the
 # data gate compares them with the baseline data's on the classes both have (drift).
-CLASS_HISTOGRAMS = "histograms_per_class"
-BRIGHTNESS = "brightness"  # an image's mean brightness level (data_prep/quality/health.py)
 HISTOGRAM_FEATURES = (features.HEIGHT, features.WIDTH, BRIGHTNESS)
 
 

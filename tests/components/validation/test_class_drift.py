@@ -15,7 +15,8 @@ from components.validation.class_drift import (
 from data_prep.quality import health
 from data_prep.reading.inspection import ACCEPTED, FileOutcome
 from data_prep.reading.sources import SourceFile
-from data_prep.writing.plan import BRIGHTNESS, CLASS_HISTOGRAMS, class_histograms
+from data_prep.writing.ingest_outputs import BRIGHTNESS, CLASS_HISTOGRAMS
+from data_prep.writing.plan import class_histograms
 from pipeline.config.pipeline_config import GateConfig
 
 GATE = GateConfig()

@@ -14,7 +14,8 @@ from components.validation import data_gate
 from data_prep.quality import health
 from data_prep.reading.inspection import ACCEPTED, FileOutcome
 from data_prep.reading.sources import SourceFile
-from data_prep.writing.plan import CLASS_HISTOGRAMS, class_histograms
+from data_prep.writing.ingest_outputs import CLASS_HISTOGRAMS
+from data_prep.writing.plan import class_histograms
 from tests.components.validation.size_statistics import size_statistics
 
 REFERENCE = {"circle": 0, "square": 1, "triangle": 2}

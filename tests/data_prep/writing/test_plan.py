@@ -7,8 +7,8 @@ from data_prep.quality import health
 from data_prep.reading.image_validation import Reason
 from data_prep.reading.inspection import ACCEPTED, IGNORED, REJECTED, FileOutcome
 from data_prep.reading.sources import SourceFile
+from data_prep.writing.ingest_outputs import CLASS_HISTOGRAMS
 from data_prep.writing.plan import (
-    CLASS_HISTOGRAMS,
     build_plan,
     rejections_line,
     shard_count,
