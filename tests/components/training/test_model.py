@@ -187,12 +187,12 @@ def test_efficientnet_lite0_from_scratch_gets_the_pixels_its_builder_rescales():
     )
 
 
+@pytest.mark.slow  # 66 training passes of a whole backbone each
 @pytest.mark.parametrize(
     "name",
     [
         "efficientnet_lite0",
-        # Keras' own momentum: 0.99, and 0.999 for MobileNetV3.
-        pytest.param("mobilenet_v3_small", marks=pytest.mark.slow),
+        "mobilenet_v3_small",  # Keras' own momentum: 0.99, and 0.999 for MobileNetV3.
     ],
 )
 def test_from_scratch_batch_norm_statistics_follow_training_within_a_run(name):
