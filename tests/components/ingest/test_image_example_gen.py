@@ -6,7 +6,10 @@ import os
 import pytest
 import tensorflow as tf
 from ml_metadata.metadata_store import metadata_store
-from tfx import v1 as tfx
+from tfx.components import SchemaGen, StatisticsGen
+from tfx.orchestration import metadata
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+from tfx.orchestration.pipeline import Pipeline
 from tfx.types import artifact_utils
 
 from components.artifacts import IngestReport
@@ -32,23 +35,23 @@ def _run(root, images) -> None:
         reference_label_map=json.dumps(REFERENCE_LABEL_MAP),
         previous_source_index="",
     )
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"])
-    pipeline = tfx.dsl.Pipeline(
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = SchemaGen(statistics=statistics_gen.outputs["statistics"])
+    pipeline = Pipeline(
         pipeline_name="example_gen_test",
         pipeline_root=str(root / "tfx"),
         components=[example_gen, statistics_gen, schema_gen],
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(
             str(root / "metadata.db")
         ),
         beam_pipeline_args=list(resolve_beam_args((), input_files=31)),
     )
-    tfx.orchestration.LocalDagRunner().run(pipeline)
+    LocalDagRunner().run(pipeline)
 
 
 def _store(root) -> metadata_store.MetadataStore:
     return metadata_store.MetadataStore(
-        tfx.orchestration.metadata.sqlite_metadata_connection_config(str(root / "metadata.db"))
+        metadata.sqlite_metadata_connection_config(str(root / "metadata.db"))
     )
 
 

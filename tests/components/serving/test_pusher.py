@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 from google.protobuf import json_format
-from tfx import v1 as tfx
+from tfx.proto import pusher_pb2
 from tfx.types import standard_artifacts
 
 from components.artifacts import ModelCard
@@ -56,8 +56,8 @@ def _do(model, blessed: int, base, root) -> standard_artifacts.PushedModel:
     pushed.uri = str(root / "pushed")
     card = ModelCard()
     card.uri = _beside(root)
-    destination = tfx.proto.PushDestination(
-        filesystem=tfx.proto.PushDestination.Filesystem(base_directory=str(base))
+    destination = pusher_pb2.PushDestination(
+        filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(base))
     )
     pusher.Executor().Do(
         {

@@ -15,7 +15,7 @@ import tensorflow as tf
 import tf_keras as keras
 from google.protobuf import json_format
 from tensorflow.python.saved_model import registration
-from tfx import v1 as tfx
+from tfx.proto import pusher_pb2
 from tfx.types import standard_artifacts
 
 from components.artifacts import ModelCard
@@ -83,8 +83,8 @@ def _push(model, infra_blessing, destination, root) -> standard_artifacts.Pushed
     model_blessing.set_int_custom_property("blessed", 1)
     pushed = standard_artifacts.PushedModel()
     pushed.uri = str(root / "pushed")
-    target = tfx.proto.PushDestination(
-        filesystem=tfx.proto.PushDestination.Filesystem(base_directory=str(destination))
+    target = pusher_pb2.PushDestination(
+        filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(destination))
     )
     card = ModelCard()
     card.uri = str(root / "model_card")
