@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
-import math
 import os
 import pickle
 import resource
@@ -175,14 +174,14 @@ def _serve(function: Callable, bounds: Bounds, requests: int, answers: int) -> N
             return
         # The parent kills a late child at timeout_s; this ends one that hangs after its
         # parent died, as no parent is left to kill it.
-        signal.alarm(2 * math.ceil(bounds.timeout_s) + 1)
+        signal.setitimer(signal.ITIMER_REAL, 2 * bounds.timeout_s + 1)
         try:
             answer = ("ok", function(pickle.loads(message)))
         except MemoryError as error:
             answer = ("memory", f"MemoryError: {error}" if str(error) else "MemoryError")
         except Exception as error:  # noqa: BLE001  the parent raises it again
             answer = ("raised", error)
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         try:
             reply = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
         except Exception as error:  # noqa: BLE001  an exception or result that does not pickle

@@ -133,7 +133,7 @@ def test_a_hung_child_whose_parent_died_ends_at_its_alarm():
     pid = os.fork()
     if pid == 0:  # a parent that starts a hanging item, says its child's pid, and dies
         os.close(reader)
-        worker = SupervisedWorker(_behave, dataclasses.replace(HANG_BOUNDS, timeout_s=0.5))
+        worker = SupervisedWorker(_behave, dataclasses.replace(HANG_BOUNDS, timeout_s=0.25))
         child = worker._ready_child()
         supervised._write_message(child.requests, pickle.dumps("hang"))  # and never waits
         os.write(writer, str(child.pid).encode())
@@ -142,7 +142,7 @@ def test_a_hung_child_whose_parent_died_ends_at_its_alarm():
     with os.fdopen(reader) as pipe:
         child_pid = int(pipe.read())
     os.waitpid(pid, 0)
-    deadline = time.monotonic() + 120  # its alarm is due after 3 s; a busy machine is slower
+    deadline = time.monotonic() + 120  # its alarm is due after 1.5 s; a busy machine is slower
     while alive(child_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(child_pid)
