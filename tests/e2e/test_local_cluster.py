@@ -83,8 +83,11 @@ class ProcessWatch:
             processes = _descendants(self._process.pid)
             for pid, (parent, command) in processes.items():  # a parent comes before its children
                 for role, pids in self.seen.items():
-                    # A decoder forked by an SDK worker shows its parent's command line.
-                    if role in command and (role != SDK_WORKER or parent in self.seen[WORKER_POOL]):
+                    # A process forked by one of a role's (a decoder, or a helper not yet
+                    # exec'd) shows its parent's command line: it is not one of the role's.
+                    if parent in pids or role not in command:
+                        continue
+                    if role != SDK_WORKER or parent in self.seen[WORKER_POOL]:
                         pids.add(pid)
             if self._kill and self.killed is None:
                 parents = {parent for parent, _ in processes.values()}
