@@ -16,6 +16,8 @@ PARTS ?=
 # One test worker process per core (at most 4: each holds TensorFlow and a pipeline run in memory);
 # a module's tests share a worker (tests/conftest.py), handed out in the order tests/conftest.py
 # sorts them (xdist would otherwise hand out the groups with most tests first, whatever they cost).
+# More workers than cores cost more than the waits they fill: each collects the suite and starts
+# TensorFlow itself, and the pipeline runs their tests start contend for the same cores.
 # `make test TEST_WORKERS=` runs in one process.
 TEST_WORKERS ?= -n auto --maxprocesses=4 --dist loadgroup --no-loadscope-reorder
 
